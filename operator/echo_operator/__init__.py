@@ -1,0 +1,1 @@
+"""The ECHO Kubernetes operator (kopf). Filled in by the operator issue."""

@@ -1,0 +1,159 @@
+"""Valves of the three filters, with the seeds' names and defaults, pure.
+
+Seed 000 spells its valves in capitals (`WINDOW_SIZE`), seed 002 in snake case
+(`keep_last`); each filter keeps its seed's spelling so a valves file reads like the seeds.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from echo.config import thresholds
+
+__all__ = [
+    "FILTER_VALVES",
+    "CompressionValves",
+    "ContextValves",
+    "MemoryValves",
+    "Valves",
+    "effective_summary_window",
+]
+
+SUMMARY_OUTPUT_SHARE = 0.8
+"""max_summary_tokens must stay strictly below this share of the summary input window (seed 002)."""
+
+
+class Valves(BaseModel):
+    """Base of every filter's valves: unknown names are refused, so a typo is an error."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class ContextValves(Valves):
+    """`echo_context`: attachments routing, AEC block, outlet secret masking (seed 000, filter 1)."""
+
+    MAX_DIRECT_TEXT_SIZE: int = Field(
+        256 * 1024,
+        gt=0,
+        description="Bytes of file text injected directly; larger files go to the ephemeral RAG.",
+    )
+    ECHO_MR_SUMMARY_MAX_WORDS: int = Field(
+        300,
+        gt=0,
+        description="Words of a map-reduce file summary; shorter texts skip map-reduce (fast path).",
+    )
+    INLET_DEADLINE_MS: int = Field(
+        800, gt=0, le=60000, description="Inlet deadline (ms); past it the body passes unchanged."
+    )
+    OUTLET_DEADLINE_MS: int = Field(5000, gt=0, le=120000, description="Outlet deadline (ms).")
+
+
+class MemoryValves(Valves):
+    """`echo_memory`: sliding-window distillation into Qdrant and recall (seed 000, filter 2)."""
+
+    WINDOW_SIZE: int = Field(5, ge=1, description="New messages between two distillations (the stride).")
+    WINDOW_OVERLAP: int = Field(2, ge=0, description="Messages shared by consecutive windows.")
+    SIMILARITY_THRESHOLD: float = Field(
+        0.85, ge=0.0, le=1.0, description="Cosine similarity above which a new memory is merged (LLM merge)."
+    )
+    EXACT_MATCH_THRESHOLD: float = Field(
+        0.95, ge=0.0, le=1.0, description="Cosine similarity above which only the memory's date is touched."
+    )
+    DISTILLATION_MODEL: str = Field(
+        "gemini-2.5-flash", min_length=1, description="Model that distils windows."
+    )
+    INLET_DEADLINE_MS: int = Field(800, gt=0, le=60000, description="Inlet deadline (ms), recall included.")
+    OUTLET_DEADLINE_MS: int = Field(5000, gt=0, le=120000, description="Outlet deadline (ms).")
+
+    @model_validator(mode="after")
+    def _thresholds_ordered(self) -> MemoryValves:
+        if self.EXACT_MATCH_THRESHOLD < self.SIMILARITY_THRESHOLD:
+            raise ValueError(
+                f"EXACT_MATCH_THRESHOLD ({self.EXACT_MATCH_THRESHOLD}) must be >= "
+                f"SIMILARITY_THRESHOLD ({self.SIMILARITY_THRESHOLD})"
+            )
+        return self
+
+
+class CompressionValves(Valves):
+    """`echo_compression`: asynchronous, branch-aware context compression (seed 002 v1.7.2)."""
+
+    priority: int = Field(10, description="Filter order; lower runs first.")
+    compression_threshold_tokens: int = Field(
+        64000, gt=0, description="Context tokens above which a background summary is made."
+    )
+    max_context_tokens: int = Field(128000, gt=0, description="Hard ceiling; above it the oldest groups go.")
+    keep_first: int = Field(1, ge=0, description="Non-system messages kept at the head (with system before).")
+    keep_last: int = Field(6, ge=0, description="Messages always kept at the tail.")
+    summary_model: str | None = Field(None, description="Summary model id; empty = the chat's model.")
+    summary_model_max_context: int = Field(
+        0, ge=0, description="Summary input window (tokens); 0 = model_thresholds, then max_context_tokens."
+    )
+    max_summary_tokens: int = Field(16384, gt=0, description="Summary output length (tokens).")
+    summary_temperature: float = Field(0.1, ge=0.0, le=2.0, description="Summary sampling temperature.")
+    summary_fail_mode: Literal["silent", "raise"] = Field(
+        "silent", description="silent: log and skip a failed summary; raise: surface the error."
+    )
+    compression_style: Literal["aggressive", "balanced", "faithful"] = Field(
+        "balanced", description="Summary style: fewer tokens, the middle, or more detail."
+    )
+    model_thresholds: dict[str, thresholds.ModelThreshold] = Field(
+        default_factory=lambda: {
+            k: thresholds.ModelThreshold(**v) for k, v in thresholds.DEFAULT_MODEL_THRESHOLDS.items()
+        },
+        description="Per-model compression_threshold_tokens / max_context_tokens; custom models inherit "
+        "their base model's entry.",
+    )
+    enable_tool_output_trimming: bool = Field(True, description="Trim long native tool outputs.")
+    tool_trim_threshold_chars: int = Field(600, gt=0, description="Tool output size that triggers trimming.")
+    debug_mode: bool = Field(False, description="Verbose server logs.")
+    show_debug_log: bool = Field(False, description="Debug logs in the browser console.")
+    show_token_usage_status: bool = Field(True, description="Show context usage at the end of a turn.")
+    token_usage_status_threshold: int = Field(
+        80, ge=0, le=100, description="Usage (%) that shows the status."
+    )
+    inlet_deadline_ms: int = Field(800, gt=0, le=60000, description="Inlet deadline (ms).")
+    outlet_deadline_ms: int = Field(5000, gt=0, le=120000, description="Outlet deadline (ms).")
+
+    @field_validator("summary_model", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _budgets_consistent(self) -> CompressionValves:
+        if self.compression_threshold_tokens > self.max_context_tokens:
+            raise ValueError(
+                f"compression_threshold_tokens ({self.compression_threshold_tokens}) must not exceed "
+                f"max_context_tokens ({self.max_context_tokens})"
+            )
+        window, source = effective_summary_window(self)
+        limit = SUMMARY_OUTPUT_SHARE * window
+        if not self.max_summary_tokens < limit:
+            raise ValueError(
+                "max_summary_tokens must be strictly below 80% of the effective summary input window "
+                f"(rule: max_summary_tokens < 0.8 × window): max_summary_tokens={self.max_summary_tokens}, "
+                f"window={window} from {source}, 80% = {limit:g}. Lower max_summary_tokens or raise the "
+                "window; the remaining 20% lets the next compression fit the old summary plus new messages."
+            )
+        return self
+
+
+def effective_summary_window(valves: CompressionValves) -> tuple[int, str]:
+    """The summary model's input window and where it comes from (seed 002 fallback order)."""
+    if valves.summary_model_max_context > 0:
+        return valves.summary_model_max_context, "summary_model_max_context"
+    entry = thresholds.lookup_threshold(valves.model_thresholds, valves.summary_model)
+    if entry is not None:
+        return entry.max_context_tokens, f"model_thresholds[{valves.summary_model!r}].max_context_tokens"
+    return valves.max_context_tokens, "max_context_tokens"
+
+
+FILTER_VALVES: dict[str, type[Valves]] = {
+    "echo_context": ContextValves,
+    "echo_compression": CompressionValves,
+    "echo_memory": MemoryValves,
+}
+"""Filter id -> its valves model."""

@@ -1,0 +1,42 @@
+"""The filter protocol and the context one hook call runs in."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from echo import bodies
+from echo.config import valves as valves_module
+
+__all__ = ["Filter", "HookContext", "Phase"]
+
+Phase = Literal["inlet", "outlet"]
+
+
+@dataclass(frozen=True)
+class HookContext:
+    """One hook call: which filter and phase, who, where, with which valves."""
+
+    filter_id: str
+    phase: Phase
+    user: Mapping[str, Any]
+    ids: bodies.TurnIds
+    valves: valves_module.Valves | None
+
+
+class Filter(Protocol):
+    """An Open WebUI filter served over the Pipelines protocol.
+
+    `inlet` and `outlet` return a new body and never mutate the one they are given: on an error
+    or a deadline the hook answers with the original body.
+    """
+
+    id: str
+    name: str
+    priority: int
+    description: str
+
+    async def inlet(self, body: dict[str, Any], ctx: HookContext) -> dict[str, Any]: ...
+
+    async def outlet(self, body: dict[str, Any], ctx: HookContext) -> dict[str, Any]: ...

@@ -1,0 +1,35 @@
+"""Which filters and pipe models one hook service serves."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from echo.filters import base, context, passthrough, pipe
+from echo.filters import masking as masking_filter
+
+__all__ = ["FilterSet", "build_filters"]
+
+
+@dataclass(frozen=True)
+class FilterSet:
+    """Filters by id (ordered by priority) and pipe hooks by pipe id."""
+
+    filters: Mapping[str, base.Filter]
+    pipes: Mapping[str, pipe.PipeFilter]
+
+    def get(self, hook_id: str) -> base.Filter | None:
+        return self.filters.get(hook_id) or self.pipes.get(hook_id)
+
+
+def build_filters(pipe_models: Iterable[str], on_masked: masking_filter.OnMasked) -> FilterSet:
+    filters: list[base.Filter] = [
+        context.ContextFilter(on_masked),
+        passthrough.CompressionFilter(),
+        passthrough.MemoryFilter(),
+    ]
+    pipes = [pipe.PipeFilter(model, on_masked) for model in pipe_models]
+    return FilterSet(
+        filters={f.id: f for f in sorted(filters, key=lambda f: f.priority)},
+        pipes={p.id: p for p in pipes},
+    )

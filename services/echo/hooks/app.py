@@ -1,0 +1,123 @@
+"""The hook service application factory."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+
+import structlog
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+import echo
+from echo import metrics
+from echo.config import live as live_config
+from echo.config import settings as settings_module
+from echo.filters import registry
+from echo.hooks import ops, pipe, protocol, security
+from echo.llm import gemini_chat
+
+__all__ = ["create_app"]
+
+log = structlog.get_logger("echo.hooks")
+
+
+def _count_masked(where: str) -> Callable[[Mapping[str, int]], None]:
+    def record(counts: Mapping[str, int]) -> None:
+        for kind, count in counts.items():
+            metrics.SECRETS_MASKED.labels(kind, where).inc(count)
+        log.info("secrets_masked", where=where, counts=dict(counts))
+
+    return record
+
+
+def _on_reload(ok: bool, error: str | None) -> None:
+    metrics.CONFIG_RELOADS.labels("ok" if ok else "error").inc()
+    metrics.CONFIG_LAST_RELOAD_OK.set(1 if ok else 0)
+
+
+class _RequestContext:
+    """Fresh log context per request, so one request's chat id never leaks into the next."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            structlog.contextvars.clear_contextvars()
+        await self.app(scope, receive, send)
+
+
+def create_app(
+    settings: settings_module.Settings,
+    *,
+    config: live_config.LiveConfig | None = None,
+    chat: gemini_chat.GeminiChat | None = None,
+) -> FastAPI:
+    """Build echo-hooks. `config` must be loaded already (the CLI loads it to fail fast)."""
+    if config is None:
+        config = live_config.LiveConfig(settings, on_reload=_on_reload)
+        config.load()
+    if chat is None and settings.gemini_api_key is not None:
+        chat = gemini_chat.GeminiChat(
+            settings.gemini_api_key.get_secret_value(),
+            base_url=settings.gemini_base_url,
+            timeout_s=settings.llm_timeout_seconds,
+        )
+    filter_set = registry.build_filters(settings.pipe_models, _count_masked("outlet"))
+    auth = security.BearerAuth(settings.api_key.get_secret_value() if settings.api_key else None)
+    if not auth.enabled:
+        log.warning("auth_disabled", reason="ECHO_API_KEY is not set: every caller is trusted")
+    if chat is None:
+        log.warning("pipes_disabled", reason="no Gemini key (ECHO_GEMINI_API_KEY): no echo.* pipe models")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        watcher = asyncio.create_task(config.watch(), name="echo-config-watch")
+        try:
+            yield
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            if chat is not None:
+                await chat.aclose()
+
+    app = FastAPI(
+        title="echo-hooks", version=echo.__version__, lifespan=lifespan, docs_url=None, redoc_url=None
+    )
+    app.add_middleware(_RequestContext)
+    app.state.config = config
+    app.state.settings = settings
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, error: Exception) -> JSONResponse:
+        log.exception("unhandled_error", path=request.url.path)
+        return JSONResponse({"detail": "internal error; see the service logs"}, status_code=500)
+
+    app.include_router(ops.build_ops_router(config))
+    for prefix in ("", "/v1"):
+        app.include_router(
+            protocol.build_protocol_router(
+                filter_set=filter_set,
+                config=config,
+                max_body_bytes=settings.max_body_bytes,
+                pipes_enabled=chat is not None,
+            ),
+            prefix=prefix,
+            dependencies=[Depends(auth)],
+        )
+        if chat is not None:
+            app.include_router(
+                pipe.build_pipe_router(
+                    chat=chat,
+                    pipe_ids=set(filter_set.pipes),
+                    max_body_bytes=settings.max_body_bytes,
+                    on_masked=_count_masked("pipe"),
+                ),
+                prefix=prefix,
+                dependencies=[Depends(auth)],
+            )
+    return app

@@ -1,0 +1,139 @@
+"""Pipelines protocol routes: `/models`, filter inlet/outlet, valves (served on `/` and `/v1`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, cast
+
+import structlog
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import JSONResponse
+
+from echo import bodies
+from echo.config import live as live_config
+from echo.errors import ConfigError
+from echo.filters import base, registry
+from echo.hooks import runner, wire
+
+__all__ = ["build_protocol_router"]
+
+log = structlog.get_logger("echo.hooks")
+
+
+def build_protocol_router(
+    *,
+    filter_set: registry.FilterSet,
+    config: live_config.LiveConfig,
+    max_body_bytes: int,
+    pipes_enabled: bool,
+) -> APIRouter:
+    router = APIRouter()
+    created = int(time.time())
+
+    def filter_priority(flt: base.Filter) -> int:
+        return int(getattr(config.valves(flt.id), "priority", flt.priority))
+
+    def known_hook(hook_id: str) -> base.Filter:
+        flt = filter_set.filters.get(hook_id) or (filter_set.pipes.get(hook_id) if pipes_enabled else None)
+        if flt is None:
+            known = ", ".join([*filter_set.filters, *(filter_set.pipes if pipes_enabled else ())])
+            raise HTTPException(
+                status_code=404, detail=f"unknown filter id {hook_id!r}; this server has: {known}"
+            )
+        return flt
+
+    def known_filter(filter_id: str) -> base.Filter:
+        flt = filter_set.filters.get(filter_id)
+        if flt is None:
+            known = ", ".join(filter_set.filters)
+            raise HTTPException(
+                status_code=404, detail=f"no valves for {filter_id!r}; filters with valves: {known}"
+            )
+        return flt
+
+    @router.get("/models")
+    async def list_models() -> dict[str, Any]:
+        data: list[dict[str, Any]] = []
+        for flt in filter_set.filters.values():
+            data.append(
+                {
+                    "id": flt.id,
+                    "name": flt.name,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": "echo",
+                    "description": flt.description,
+                    "info": {"meta": {"description": flt.description}},
+                    "pipeline": {
+                        "type": "filter",
+                        "pipelines": ["*"],
+                        "priority": filter_priority(flt),
+                        "valves": True,
+                    },
+                }
+            )
+        if pipes_enabled:
+            for pipe in filter_set.pipes.values():
+                data.append(
+                    {
+                        "id": pipe.id,
+                        "name": pipe.name,
+                        "object": "model",
+                        "created": created,
+                        "owned_by": "echo",
+                        "description": pipe.description,
+                        "info": {"meta": {"description": pipe.description}},
+                        "pipeline": {"type": "pipe", "valves": False},
+                    }
+                )
+        return {"data": data, "object": "list", "pipelines": True}
+
+    @router.post("/{hook_id}/filter/{phase}")
+    async def filter_hook(hook_id: str, phase: str, request: Request) -> JSONResponse:
+        if phase not in ("inlet", "outlet"):
+            raise HTTPException(
+                status_code=404, detail=f"unknown filter phase {phase!r}; use inlet or outlet"
+            )
+        flt = known_hook(hook_id)
+        payload = await wire.read_json(request, max_body_bytes)
+        wire.validate(wire.FilterRequest, payload)
+        body: dict[str, Any] = payload["body"]
+        user: dict[str, Any] = payload.get("user") or {}
+        ids = bodies.turn_ids(body, user)
+        structlog.contextvars.bind_contextvars(
+            filter=hook_id, phase=phase, chat_id=ids.chat_id, user_id=ids.user_id
+        )
+        valves = config.valves(hook_id) if hook_id in filter_set.filters else None
+        ctx = base.HookContext(
+            filter_id=hook_id, phase=cast(base.Phase, phase), user=user, ids=ids, valves=valves
+        )
+        return JSONResponse(await runner.run_hook(flt, body, ctx))
+
+    @router.get("/{filter_id}/valves")
+    async def get_valves(filter_id: str) -> dict[str, Any]:
+        known_filter(filter_id)
+        return config.valves(filter_id).model_dump(mode="json")
+
+    @router.get("/{filter_id}/valves/spec")
+    async def get_valves_spec(filter_id: str) -> dict[str, Any]:
+        known_filter(filter_id)
+        return type(config.valves(filter_id)).model_json_schema()
+
+    @router.post("/{filter_id}/valves/update")
+    async def update_valves(filter_id: str, request: Request) -> dict[str, Any]:
+        known_filter(filter_id)
+        data = await wire.read_json(request, max_body_bytes)
+        if not isinstance(data, dict):
+            raise wire.unprocessable(
+                [{"loc": ["body"], "msg": "valves must be a JSON object", "type": "dict_type"}]
+            )
+        try:
+            valves = config.replace_valves(filter_id, data)
+        except live_config.ValvesManagedByFile as error:
+            raise HTTPException(status_code=409, detail=str(error)) from error
+        except ConfigError as error:
+            raise HTTPException(status_code=422, detail={"message": str(error)}) from error
+        log.info("valves_updated", filter=filter_id)
+        return valves.model_dump(mode="json")
+
+    return router

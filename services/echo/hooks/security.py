@@ -1,0 +1,36 @@
+"""Bearer-key check for the hook service, in constant time."""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import HTTPException, Request
+
+__all__ = ["BearerAuth"]
+
+
+class BearerAuth:
+    """FastAPI dependency: 401 unless `Authorization: Bearer <key>` matches (no key = no auth)."""
+
+    def __init__(self, key: str | None) -> None:
+        self._key = key.encode() if key else None
+
+    @property
+    def enabled(self) -> bool:
+        return self._key is not None
+
+    async def __call__(self, request: Request) -> None:
+        if self._key is None:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise HTTPException(
+                status_code=401,
+                detail="missing bearer key: send 'Authorization: Bearer <ECHO_API_KEY>'",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        if not hmac.compare_digest(token.strip().encode(), self._key):
+            raise HTTPException(
+                status_code=401, detail="wrong bearer key", headers={"WWW-Authenticate": "Bearer"}
+            )

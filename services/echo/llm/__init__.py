@@ -1,0 +1,1 @@
+"""Adapters to language models: request conversion and provider clients (Gemini first)."""

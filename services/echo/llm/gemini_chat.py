@@ -1,0 +1,215 @@
+"""Chat completions on Google Gemini through the google-genai SDK, in OpenAI terms.
+
+``GeminiChat`` takes an OpenAI chat-completions body (see ``openai_to_gemini``) and answers with
+``ChatDelta`` values: thought parts go to ``reasoning``, other text to ``content``, Gemini finish
+reasons become OpenAI ones and usage is given in OpenAI keys. A stream yields the text deltas as
+they arrive, then one last delta carrying ``finish_reason`` and ``usage``.
+
+Every failure of the call (API errors, transport errors, timeouts) surfaces as one ``LLMError``
+saying whether a retry may succeed (429, 408, 5xx, timeouts and connection failures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from google import genai
+from google.genai import errors, types
+
+from echo.errors import EchoError
+from echo.llm.openai_to_gemini import gemini_model_id, to_gemini_request
+
+__all__ = ["ChatDelta", "GeminiChat", "LLMError", "map_finish_reason", "map_usage"]
+
+
+def _optional(module: str, name: str) -> tuple[type[Exception], ...]:
+    """The exception class ``module.name`` if that transport is installed, else nothing."""
+    try:
+        cls = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return ()
+    return (cls,) if isinstance(cls, type) and issubclass(cls, Exception) else ()
+
+
+# The SDK sends through aiohttp when it is installed, else httpx2 (its default) or httpx.
+_TIMEOUT_ERRORS = (
+    TimeoutError,
+    *_optional("httpx2", "TimeoutException"),
+    *_optional("httpx", "TimeoutException"),
+)
+_TRANSPORT_ERRORS = (
+    *_optional("httpx2", "TransportError"),
+    *_optional("httpx", "TransportError"),
+    *_optional("aiohttp", "ClientError"),
+)
+_HTTP_ERRORS = (*_optional("httpx2", "HTTPError"), *_optional("httpx", "HTTPError"))
+_T = TypeVar("_T")
+_CONTENT_FILTER = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+    }
+)
+
+
+class LLMError(EchoError):
+    """A language-model call failed. ``status`` is the HTTP status when the provider answered one."""
+
+    def __init__(
+        self,
+        message: str,
+        status: int | None = None,
+        retryable: bool = False,
+        *,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class ChatDelta:
+    """A piece of an answer; usage uses the OpenAI keys prompt_tokens, completion_tokens, total_tokens."""
+
+    content: str = ""
+    reasoning: str = ""
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+
+
+def map_finish_reason(reason: types.FinishReason | str | None) -> str:
+    """Gemini finish reason -> OpenAI's: stop, length or content_filter."""
+    name = getattr(reason, "value", reason) or "STOP"
+    if name == "MAX_TOKENS":
+        return "length"
+    return "content_filter" if name in _CONTENT_FILTER else "stop"
+
+
+def map_usage(usage: types.GenerateContentResponseUsageMetadata | None) -> dict[str, int] | None:
+    """Gemini usage metadata -> OpenAI usage; thinking tokens count as completion tokens."""
+    if usage is None:
+        return None
+    prompt = usage.prompt_token_count or 0
+    completion = (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0)
+    total = usage.total_token_count or prompt + completion
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
+
+
+def _split(response: types.GenerateContentResponse) -> tuple[str, str, str | None]:
+    """``(content, reasoning, gemini finish reason)`` of one response or stream chunk."""
+    if not response.candidates:
+        blocked = response.prompt_feedback and response.prompt_feedback.block_reason
+        return "", "", "SAFETY" if blocked else None
+    candidate = response.candidates[0]
+    content: list[str] = []
+    reasoning: list[str] = []
+    for part in (candidate.content.parts if candidate.content else None) or []:
+        if part.text:
+            (reasoning if part.thought else content).append(part.text)
+    reason = candidate.finish_reason
+    return "".join(content), "".join(reasoning), getattr(reason, "value", reason)
+
+
+def _retry_after(exc: errors.APIError) -> float | None:
+    headers = getattr(exc.response, "headers", None)
+    value = headers.get("retry-after") if headers is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _translate(exc: BaseException) -> LLMError | None:
+    """The domain error for an SDK or transport failure; None for anything else."""
+    if isinstance(exc, errors.APIError):
+        code = exc.code if isinstance(exc.code, int) else None
+        retryable = code is not None and (code in (408, 429) or code >= 500)
+        return LLMError(exc.message or str(exc), code, retryable, retry_after_s=_retry_after(exc))
+    if isinstance(exc, _TIMEOUT_ERRORS):
+        return LLMError(f"Gemini call timed out: {exc!r}", None, True)
+    if isinstance(exc, _TRANSPORT_ERRORS):
+        return LLMError(f"Gemini transport error: {exc!r}", None, True)
+    if isinstance(exc, _HTTP_ERRORS):
+        return LLMError(f"Gemini HTTP error: {exc!r}", None, False)
+    return None
+
+
+class GeminiChat:
+    """OpenAI-shaped chat completions on the Gemini API (``base_url`` points it elsewhere, e.g. a fake)."""
+
+    def __init__(self, api_key: str, *, base_url: str | None = None, timeout_s: float = 120.0) -> None:
+        options = types.HttpOptions(base_url=base_url, timeout=round(timeout_s * 1000))
+        self._client = genai.Client(api_key=api_key, http_options=options).aio
+
+    @staticmethod
+    def _request(body: Mapping[str, Any]) -> tuple[str, list[types.Content], types.GenerateContentConfig]:
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            raise ValueError("model: expected a non-empty string")
+        contents, config = to_gemini_request(body)
+        config.thinking_config = types.ThinkingConfig(include_thoughts=True)
+        return gemini_model_id(model), contents, config
+
+    @staticmethod
+    async def _call(call: Callable[[], Awaitable[_T]]) -> _T:
+        try:
+            return await call()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            domain = _translate(exc)
+            if domain is None:
+                raise
+            raise domain from exc
+
+    async def complete(self, body: Mapping[str, Any]) -> ChatDelta:
+        """One non-streamed call; the whole answer in one delta."""
+        model, contents, config = self._request(body)
+        response = await self._call(
+            lambda: self._client.models.generate_content(model=model, contents=contents, config=config)
+        )
+        content, reasoning, reason = _split(response)
+        return ChatDelta(content, reasoning, map_finish_reason(reason), map_usage(response.usage_metadata))
+
+    async def stream(self, body: Mapping[str, Any]) -> AsyncIterator[ChatDelta]:
+        """Text deltas as Gemini streams them, then a final delta with ``finish_reason`` and ``usage``."""
+        model, contents, config = self._request(body)
+        chunks = await self._call(
+            lambda: self._client.models.generate_content_stream(model=model, contents=contents, config=config)
+        )
+        iterator = aiter(chunks)
+        reason: str | None = None
+        usage: dict[str, int] | None = None
+        try:
+            while True:
+                try:
+                    chunk = await self._call(lambda: anext(iterator))
+                except StopAsyncIteration:
+                    break
+                content, reasoning, chunk_reason = _split(chunk)
+                reason = chunk_reason or reason
+                usage = map_usage(chunk.usage_metadata) or usage
+                if content or reasoning:
+                    yield ChatDelta(content=content, reasoning=reasoning)
+        finally:
+            close = getattr(iterator, "aclose", None)
+            if close is not None:
+                await close()  # releases the HTTP response when the consumer stops early
+        yield ChatDelta(finish_reason=map_finish_reason(reason), usage=usage)
+
+    async def aclose(self) -> None:
+        """Releases the SDK's connection pools."""
+        await self._client.aclose()

@@ -1,0 +1,277 @@
+"""Masking of leaked secrets in model output (Open WebUI outlet and streamed pipe responses).
+
+Domain module: pure, no I/O, standard library only.
+
+``mask_secrets`` masks a whole text. ``StreamMasker`` masks a stream chunk by chunk and emits exactly
+what ``mask_secrets`` gives for the whole text, holding back only what could still turn out to be a
+secret. ``data:<mime>;base64,`` URIs are kept verbatim, and every label is inert (no pattern matches
+it), so masking is idempotent.
+
+Every token pattern shares the same boundaries: not glued after ``[A-Za-z0-9_+/-]`` (a JSON escape
+such as ``\\n`` is fine) and not followed by ``[A-Za-z0-9_+/=-]``. These keep keys found inside longer
+tokens or base64 unmasked, and make neighbouring matches agree with the text once masked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["SECRET_KINDS", "MaskResult", "SecretKind", "StreamMasker", "mask_secrets"]
+
+
+@dataclass(frozen=True)
+class SecretKind:
+    """One kind of secret: ``name`` keys the counts, ``label`` replaces each match.
+
+    ``is_secret`` is an optional post-check on the matched text, to cut false positives. When the
+    pattern defines a group named ``secret``, only that group is replaced (the context is kept).
+    """
+
+    name: str
+    label: str
+    pattern: re.Pattern[str]
+    is_secret: Callable[[str], bool] | None = None
+
+
+@dataclass(frozen=True)
+class MaskResult:
+    """The masked text and, per kind name, how many secrets were masked (empty when none)."""
+
+    text: str
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+_LB = r"(?:(?<![A-Za-z0-9_+/-])|(?<=\\[nrt]))"
+_LA = r"(?![A-Za-z0-9_+/=-])"
+_PEM_TYPE = r"(RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP )?PRIVATE KEY( BLOCK)?-----"
+_TOKEN_PREFIX = re.compile(r"[a-z]+-(?:(?:proj|svcacct|admin)-)?")
+_B64_RUN_32 = re.compile(r"[A-Za-z0-9+/]{32}")
+
+
+def _mixed(text: str) -> bool:
+    """The random part of an ``sk-``/``xox`` token mixes letters and digits (cuts ``sk-learn-…`` prose)."""
+    if text.startswith("https://"):
+        return True
+    prefix = _TOKEN_PREFIX.match(text)
+    body = text[prefix.end() :] if prefix else text
+    return any(c.isdigit() for c in body) and any(c.isalpha() for c in body)
+
+
+def _pem_like(text: str) -> bool:
+    """A PEM block holds key material, not only prose around the BEGIN/END lines."""
+    return _B64_RUN_32.search(text) is not None
+
+
+def _kind(name: str, label: str, regex: str, is_secret: Callable[[str], bool] | None = None) -> SecretKind:
+    return SecretKind(name, label, re.compile(regex), is_secret)
+
+
+SECRET_KINDS: tuple[SecretKind, ...] = (
+    _kind("google_api_key", "[CLÉ API GOOGLE MASQUÉE PAR SÉCURITÉ]", rf"{_LB}AIza[0-9A-Za-z_-]{{35}}{_LA}"),
+    _kind(
+        "anthropic_api_key",
+        "[CLÉ API ANTHROPIC MASQUÉE PAR SÉCURITÉ]",
+        rf"{_LB}sk-ant-(?:api03|admin01)-[A-Za-z0-9_-]{{20,255}}{_LA}",
+    ),
+    _kind(
+        "openai_api_key",
+        "[CLÉ API OPENAI MASQUÉE PAR SÉCURITÉ]",
+        rf"{_LB}sk-(?:(?:proj|svcacct|admin)-)?[A-Za-z0-9_-]{{20,255}}{_LA}",
+        _mixed,
+    ),
+    _kind(
+        "aws_access_key_id",
+        "[CLÉ D'ACCÈS AWS MASQUÉE PAR SÉCURITÉ]",
+        rf"{_LB}(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{{16}}{_LA}",
+    ),
+    _kind(
+        "aws_secret_access_key",
+        "[SECRET AWS MASQUÉ PAR SÉCURITÉ]",
+        r"(?:(?<![A-Za-z0-9_])|(?<=\\[nrt]))(?:aws_secret_access_key|AWS_SECRET_ACCESS_KEY|SecretAccessKey)"
+        rf"[\"']?[ \t]{{0,4}}[=:][ \t]{{0,4}}[\"']?(?P<secret>[A-Za-z0-9/+=]{{39}}[A-Za-z0-9/+]){_LA}",
+    ),
+    _kind(
+        "github_token",
+        "[JETON GITHUB MASQUÉ PAR SÉCURITÉ]",
+        rf"{_LB}(?:gh[pousr]_[A-Za-z0-9]{{36,255}}|github_pat_[A-Za-z0-9_]{{50,255}}){_LA}",
+    ),
+    _kind(
+        "slack_token",
+        "[JETON SLACK MASQUÉ PAR SÉCURITÉ]",
+        rf"{_LB}(?:xox[abposr]-[A-Za-z0-9-]{{10,250}}|xapp-[0-9]-[A-Za-z0-9-]{{10,250}}"
+        rf"|https://hooks\.slack\.com/services/T[A-Z0-9]{{6,12}}/B[A-Z0-9]{{6,12}}/[A-Za-z0-9]{{20,32}}){_LA}",
+        _mixed,
+    ),
+    _kind("private_key", "[CLÉ PRIVÉE MASQUÉE PAR SÉCURITÉ]", rf"{_LB}-----BEGIN {_PEM_TYPE}", _pem_like),
+)
+
+_PRIVATE_KEY = SECRET_KINDS[-1]
+_DATA_URI = re.compile(
+    rf"{_LB}data:[A-Za-z0-9.+-]{{1,64}}/[A-Za-z0-9.+-]{{1,64}}(?:;[A-Za-z0-9.+=-]{{1,40}}){{0,3}};base64,"
+    r"[A-Za-z0-9+/=]*"
+)
+_SCAN: tuple[tuple[SecretKind | None, re.Pattern[str]], ...] = (
+    (None, _DATA_URI),
+    *((kind, kind.pattern) for kind in SECRET_KINDS),
+)
+# Where a match may start: each pattern of _SCAN begins with one of these.
+_START = re.compile(
+    r"AIza|sk-|A(?:KIA|SIA|BIA|CCA)|gh[pousr]_|github_pat_|xox[abposr]-|xapp-|https://hooks\.|-----BEGIN |data:"
+    r"|aws_secret_access_key|AWS_SECRET_ACCESS_KEY|SecretAccessKey"
+)
+_B64_TAIL = re.compile(r"[A-Za-z0-9+/=]*")
+# PEM body: the rest of the BEGIN line, then whole lines of base64 (or "Name: value" headers), split
+# by real or JSON-escaped newlines.
+_PEM_LINE = r"[ \t]*+(?:[A-Z][A-Za-z0-9-]*+: [^\r\n\\]*+|(?:[A-Za-z0-9+/=]++[ \t]++)*+[A-Za-z0-9+/=]*+)"
+_PEM_BODY = re.compile(rf"{_PEM_LINE}(?:(?:\r?\n|\\r\\n|\\n){_PEM_LINE}(?=[\r\n\\]|\Z))*")
+_PEM_END = re.compile(rf"(?:\r?\n|\\r\\n|\\n)?[ \t]{{0,8}}-----END {_PEM_TYPE}{_LA}")
+_EOL = re.compile(r"[\r\n]")
+# Where a stream may still change: a token match is at most _HOLD long (sk-ant-admin01- + 255 chars,
+# plus look-around) and holds no character outside _TOKEN_CHARS; matches with blanks (AWS secret in
+# context, PEM header) start at an _ANCHOR and are at most _SPACEY long.
+_HOLD = 272
+_SPACEY = 80
+_PEM_SLACK = 64
+_CAP = 64 * 1024
+_TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:/+=;,-"
+_ANCHOR = re.compile(r"-----BEGIN|aws_secret_access_key|AWS_SECRET_ACCESS_KEY|SecretAccessKey")
+_CONTEXT = 8
+
+
+def _pem_end(text: str, header: re.Match[str], resolve: bool) -> int | None:
+    """End of the PEM block opened by ``header``: its matching END line, else the end of the line where
+    its base64 stops (trailing blanks left out). None while text to come could change it (unless
+    ``resolve``)."""
+    n = len(text)
+    stop = _PEM_BODY.match(text, header.end())
+    body_end = stop.end() if stop else header.end()
+    if not resolve and body_end + _PEM_SLACK > n:
+        return None
+    end = _PEM_END.match(text, body_end)
+    if end and end.group(1) == header.group(1) and end.group(2) == header.group(2):
+        return end.end()
+    eol = _EOL.search(text, body_end)
+    if eol is None and not resolve:
+        return None
+    end = eol.start() if eol else n
+    return header.end() + len(text[header.end() : end].rstrip())
+
+
+def _settled(text: str, pos: int) -> int:
+    """Index before which no match can depend on text not received yet."""
+    n = len(text)
+    low = max(pos, n - _HOLD)
+    after_break = low + len(text[low:].rstrip(_TOKEN_CHARS))
+    anchor = _ANCHOR.search(text, max(low, n - _SPACEY))
+    return max(low, min(after_break, anchor.start() if anchor else n))
+
+
+def _match_at(
+    text: str, start: int, resolve: bool
+) -> tuple[SecretKind | None, re.Match[str], int | None] | None:
+    """What starts at ``start`` (a data URI, else the first kind of ``SECRET_KINDS`` that matches and
+    passes its check), with its end: None while text to come could change it."""
+    for kind, pattern in _SCAN:
+        match = pattern.match(text, start)
+        if match is None:
+            continue
+        if kind is None:
+            return None, match, match.end()
+        end = _pem_end(text, match, resolve) if kind is _PRIVATE_KEY else match.end()
+        if end is None or kind.is_secret is None or kind.is_secret(text[start:end]):
+            return kind, match, end
+    return None
+
+
+def _scan(
+    text: str, pos: int, *, final: bool, force: bool = False, in_data: bool = False
+) -> tuple[str, int, bool, Counter[str]]:
+    """Mask ``text[pos:]`` (``text[:pos]`` is look-behind context only).
+
+    Returns the masked text up to the settled index, that index, whether the text ends inside a
+    data URI, and the counts. Matches are taken leftmost first, ties in ``_SCAN`` order.
+    """
+    n, out, counts = len(text), [], Counter[str]()
+    if in_data:
+        stop = _B64_TAIL.match(text, pos)
+        stop_at = stop.end() if stop else pos
+        if stop_at == n and not final:
+            return text[pos:], n, True, counts
+        out.append(text[pos:stop_at])
+        pos = stop_at
+    settled = n if final else _settled(text, pos)
+    at = pos
+    while (hit := _START.search(text, at)) is not None and hit.start() < settled:
+        found = _match_at(text, hit.start(), final or force)
+        if found is None:
+            at = hit.start() + 1
+            continue
+        kind, match, end = found
+        if end is None:  # a PEM block still open: hold from its BEGIN line
+            settled = hit.start()
+            break
+        if kind is None:  # a data URI: kept verbatim, nothing inside it is a secret
+            if end == n and not final:
+                out.append(text[pos:])
+                return "".join(out), n, True, counts
+            out.append(text[pos:end])
+        else:
+            masked_from = match.start("secret") if "secret" in match.re.groupindex else match.start()
+            out.extend((text[pos:masked_from], kind.label))
+            counts[kind.name] += 1
+        pos = at = end
+        settled = max(settled, end)
+    out.append(text[pos:settled])
+    return "".join(out), settled, False, counts
+
+
+def mask_secrets(text: str) -> MaskResult:
+    """Mask every secret of ``SECRET_KINDS`` in ``text``."""
+    masked, _, _, counts = _scan(text, 0, final=True)
+    return MaskResult(masked, dict(counts))
+
+
+class StreamMasker:
+    """Masks a streamed response: ``"".join(feed(c) for c in chunks) + flush()`` equals
+    ``mask_secrets(text).text`` for any split of ``text``, and nothing that may still turn out to be a
+    secret is emitted early. Past ``_CAP`` characters held (an unterminated PEM block), the held text
+    is masked and emitted as is."""
+
+    def __init__(self) -> None:
+        self._context = ""
+        self._held = ""
+        self._in_data = False
+        self._counts: Counter[str] = Counter()
+
+    @property
+    def counts(self) -> Mapping[str, int]:
+        """Per kind name, how many secrets were masked so far."""
+        return dict(self._counts)
+
+    def feed(self, chunk: str) -> str:
+        """Take the next chunk; return the text now safe to emit."""
+        self._held += chunk
+        return self._run(final=False)
+
+    def flush(self) -> str:
+        """End of stream: return the rest, masked."""
+        out = self._run(final=True)
+        self._context = ""
+        return out
+
+    def _run(self, *, final: bool) -> str:
+        text = self._context + self._held
+        force = len(self._held) > _CAP
+        out, end, self._in_data, counts = _scan(
+            text, len(self._context), final=final, force=force, in_data=self._in_data
+        )
+        self._counts.update(counts)
+        self._context, self._held = text[max(0, end - _CONTEXT) : end], text[end:]
+        return out

@@ -1,0 +1,47 @@
+"""Shared fixtures: settings on a temporary data dir, the real app served over HTTP, fixtures on disk."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fakes.live_server import LiveServer
+
+from echo.config.settings import Settings
+from echo.hooks import create_app
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+FIXTURES = SHARED / "fixtures" / "owui-0.12.4"
+API_KEY = "test-key-0123456789"
+
+
+def load_fixture(name: str) -> dict[str, Any]:
+    if not FIXTURES.is_dir():
+        pytest.skip(f"Open WebUI fixtures not found at {FIXTURES} (../shared/ is absent)")
+    return json.loads((FIXTURES / name).read_text())
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path / "echo", api_key=API_KEY, config_reload_seconds=0.05)
+
+
+@pytest.fixture
+def auth() -> dict[str, str]:
+    return {"Authorization": f"Bearer {API_KEY}"}
+
+
+@pytest.fixture
+def hooks_server(settings: Settings) -> Iterator[LiveServer]:
+    with LiveServer(create_app(settings), name="echo-hooks") as server:
+        yield server
+
+
+@pytest.fixture
+def client(hooks_server: LiveServer, auth: dict[str, str]) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=hooks_server.url, headers=auth, timeout=10) as http:
+        yield http

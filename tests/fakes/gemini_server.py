@@ -1,0 +1,380 @@
+"""A fake Gemini REST server that the real google-genai SDK can talk to over HTTP.
+
+It serves, under any API version segment (``v1``, ``v1beta``), the endpoints the SDK calls::
+
+    POST /{version}/models/{model}:generateContent
+    POST /{version}/models/{model}:streamGenerateContent?alt=sse   (``data: {json}\\r\\n\\r\\n`` events)
+    POST /{version}/models/{model}:embedContent
+    POST /{version}/models/{model}:batchEmbedContents             (what ``embed_content`` uses)
+
+Generation replies are scripted with ``reply_*`` and consumed first in, first out; any reply answers
+either a streamed or a plain call (a plain call gets the chunks merged into one response). With
+nothing scripted the server answers ``"echo: <last user text>"``. Embeddings are deterministic unit
+vectors derived from a hash of the text (see :func:`fake_embedding`). Every call is recorded in
+``requests``. Point the SDK at it with ``HttpOptions(base_url=fake.base_url)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import socket
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+__all__ = ["FakeGemini", "RecordedRequest", "fake_embedding"]
+
+JSON = dict[str, Any]
+_STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One call the fake received. ``method`` is e.g. ``generateContent``; headers have lower-case keys."""
+
+    path: str
+    model: str
+    method: str
+    body: JSON
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class _Reply:
+    chunks: tuple[JSON, ...] = ()
+    usage: tuple[int, int] | None = None
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def fake_embedding(text: str, dim: int) -> list[float]:
+    """The unit vector the fake returns for ``text``: a pure function of the text and dimension."""
+    raw = b"".join(hashlib.sha256(f"{i}:{text}".encode()).digest() for i in range((dim * 4 + 31) // 32))
+    values = [(v / 0xFFFFFFFF) * 2.0 - 1.0 for v in struct.unpack(f"<{dim}I", raw[: dim * 4])]
+    norm = sum(v * v for v in values) ** 0.5 or 1.0
+    return [v / norm for v in values]
+
+
+def _b64(signature: bytes | str) -> str:
+    return base64.b64encode(signature.encode() if isinstance(signature, str) else signature).decode()
+
+
+def _text_part(text: str, *, thought: bool = False, signature: bytes | str | None = None) -> JSON:
+    part: JSON = {"text": text}
+    if thought:
+        part["thought"] = True
+    if signature is not None:
+        part["thoughtSignature"] = _b64(signature)
+    return part
+
+
+def _chunk(parts: list[JSON], finish_reason: str | None = None) -> JSON:
+    candidate: JSON = {"content": {"role": "model", "parts": parts}, "index": 0}
+    if finish_reason:
+        candidate["finishReason"] = finish_reason
+    return {"candidates": [candidate], "modelVersion": "fake-gemini"}
+
+
+def _texts(contents: Iterable[JSON]) -> list[str]:
+    return [p["text"] for c in contents for p in c.get("parts", []) if isinstance(p.get("text"), str)]
+
+
+def _tokens(text: str) -> int:
+    return (len(text) + 3) // 4
+
+
+def _answer_texts(chunks: Iterable[JSON]) -> tuple[str, str]:
+    """``(answer text, thought text)`` of the first candidate across ``chunks``."""
+    texts: dict[bool, list[str]] = {False: [], True: []}
+    for chunk in chunks:
+        for candidate in chunk.get("candidates", [])[:1]:
+            for part in candidate.get("content", {}).get("parts", []):
+                texts[bool(part.get("thought"))].append(part.get("text", ""))
+    return "".join(texts[False]), "".join(texts[True])
+
+
+def _merge(chunks: Iterable[JSON]) -> JSON:
+    """Folds streamed chunks into the single response a plain ``generateContent`` call would get."""
+    parts: list[JSON] = []
+    merged: JSON = {}
+    for chunk in chunks:
+        if chunk.get("candidates") and "candidates" not in merged:
+            merged["candidates"] = [{"content": {"role": "model", "parts": parts}, "index": 0}]
+        for key, value in chunk.items():
+            if key != "candidates":
+                merged[key] = value
+        for candidate in chunk.get("candidates", [])[:1]:
+            for part in candidate.get("content", {}).get("parts", []):
+                last = parts[-1] if parts else None
+                if (
+                    last is not None
+                    and "text" in last
+                    and "text" in part
+                    and last.get("thought") == part.get("thought")
+                    and "thoughtSignature" not in last
+                ):
+                    parts[-1] = {**last, **part, "text": last["text"] + part["text"]}
+                else:
+                    parts.append(dict(part))
+            for key, value in candidate.items():
+                if key not in ("content", "index"):
+                    merged["candidates"][0][key] = value
+    return merged
+
+
+class FakeGemini:
+    """The fake server; use as ``with FakeGemini() as fake: ... fake.base_url``."""
+
+    def __init__(self, *, embed_dim: int = 768, ready_timeout_s: float = 10.0) -> None:
+        self.embed_dim = embed_dim
+        self.latency_s = 0.0
+        """Seconds to wait before answering any call."""
+        self.chunk_delay_s = 0.0
+        """Seconds to wait between two events of a streamed answer."""
+        self.requests: list[RecordedRequest] = []
+        self._ready_timeout_s = ready_timeout_s
+        self._lock = threading.Lock()
+        self._replies: dict[str, deque[_Reply]] = {"generate": deque(), "embed": deque()}
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._port: int | None = None
+        self._app = Starlette(routes=[Route("/{version}/models/{target}", self._handle, methods=["POST"])])
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        if self._port is None:
+            raise RuntimeError("FakeGemini is not running")
+        return f"http://127.0.0.1:{self._port}"
+
+    def start(self) -> FakeGemini:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        config = uvicorn.Config(
+            self._app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="fake-gemini", daemon=True
+        )
+        thread.start()
+        deadline = time.monotonic() + self._ready_timeout_s
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                server.should_exit = True
+                sock.close()
+                raise RuntimeError("FakeGemini did not start")
+            time.sleep(0.01)
+        self._server, self._thread, self._port = server, thread, sock.getsockname()[1]
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=10)
+        self._server = self._thread = None
+        self._port = None
+
+    def __enter__(self) -> FakeGemini:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def reset(self) -> None:
+        """Forgets scripted replies and recorded requests; zeroes the injected delays."""
+        with self._lock:
+            for queue in self._replies.values():
+                queue.clear()
+            self.requests.clear()
+        self.latency_s = self.chunk_delay_s = 0.0
+
+    # -- scripting -----------------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """How many scripted replies are still waiting to be served."""
+        with self._lock:
+            return sum(len(q) for q in self._replies.values())
+
+    def reply_chunks(self, chunks: list[JSON], *, usage: tuple[int, int] | None = None) -> None:
+        """Scripts raw ``GenerateContentResponse`` objects (one SSE event each when streamed)."""
+        self._push("generate", _Reply(chunks=tuple(chunks), usage=usage))
+
+    def reply_text(
+        self,
+        text: str,
+        *,
+        thought: str | None = None,
+        thought_signature: bytes | str | None = None,
+        usage: tuple[int, int] | None = None,
+        finish_reason: str = "STOP",
+    ) -> None:
+        """Scripts one answer; ``usage=(prompt, completion)``, or estimated from the texts when None."""
+        parts = [_text_part(thought, thought=True)] if thought else []
+        parts.append(_text_part(text, signature=thought_signature))
+        self.reply_chunks([_chunk(parts, finish_reason)], usage=usage)
+
+    def reply_json(self, obj: Any, *, usage: tuple[int, int] | None = None) -> None:
+        """Scripts an answer whose text is ``obj`` serialised, as for a ``response_schema`` request."""
+        self.reply_text(json.dumps(obj), usage=usage)
+
+    def reply_function_call(
+        self,
+        name: str,
+        args: JSON,
+        thought_signature: bytes | str | None = None,
+        *,
+        usage: tuple[int, int] | None = None,
+    ) -> None:
+        part: JSON = {"functionCall": {"name": name, "args": args}}
+        if thought_signature is not None:
+            part["thoughtSignature"] = _b64(thought_signature)
+        self.reply_chunks([_chunk([part], "STOP")], usage=usage)
+
+    def reply_stream(
+        self,
+        chunks: list[str],
+        thought_chunks: Iterable[str] = (),
+        *,
+        thought_signature: bytes | str | None = None,
+        usage: tuple[int, int] | None = None,
+        finish_reason: str = "STOP",
+    ) -> None:
+        """Scripts a streamed answer: one event per thought chunk, then one per text chunk."""
+        events = [[_text_part(t, thought=True)] for t in thought_chunks]
+        texts = list(chunks) or [""]
+        events += [
+            [_text_part(t, signature=thought_signature if i == len(texts) - 1 else None)]
+            for i, t in enumerate(texts)
+        ]
+        self.reply_chunks(
+            [_chunk(p, finish_reason if i == len(events) - 1 else None) for i, p in enumerate(events)],
+            usage=usage,
+        )
+
+    def reply_error(
+        self,
+        status: int,
+        message: str,
+        retry_after: float | None = None,
+        *,
+        on: Literal["generate", "embed"] = "generate",
+    ) -> None:
+        """Scripts a Google-style error answer for the next generation (or embedding) call."""
+        error = {
+            "error": {"code": status, "message": message, "status": _STATUS_NAMES.get(status, "UNKNOWN")}
+        }
+        headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
+        self._push(on, _Reply(chunks=(error,), status=status, headers=headers))
+
+    def _push(self, queue: str, reply: _Reply) -> None:
+        with self._lock:
+            self._replies[queue].append(reply)
+
+    def _pop(self, queue: str) -> _Reply | None:
+        with self._lock:
+            return self._replies[queue].popleft() if self._replies[queue] else None
+
+    # -- serving -------------------------------------------------------------------------------------
+
+    async def _handle(self, request: Request) -> Response:
+        model, _, method = request.path_params["target"].rpartition(":")
+        raw = await request.body()
+        body: JSON = json.loads(raw) if raw else {}
+        with self._lock:
+            self.requests.append(
+                RecordedRequest(request.url.path, model, method, body, dict(request.headers))
+            )
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        if method in ("embedContent", "batchEmbedContents"):
+            return self._embed(method, body)
+        if method not in ("generateContent", "streamGenerateContent"):
+            return JSONResponse(
+                {"error": {"code": 404, "message": f"unknown method {method!r}", "status": "NOT_FOUND"}},
+                status_code=404,
+            )
+        reply = self._pop("generate") or self._default_reply(body)
+        if reply.status != 200:
+            return JSONResponse(reply.chunks[0], status_code=reply.status, headers=reply.headers)
+        chunks = self._with_usage(reply, body)
+        if method == "generateContent":
+            errors = [c for c in chunks if "error" in c]
+            if errors:  # an error scripted mid-stream fails a plain call as a whole
+                return JSONResponse(errors[0], status_code=int(errors[0]["error"].get("code", 500)))
+            return JSONResponse(_merge(chunks))
+        return StreamingResponse(self._sse(chunks), media_type="text/event-stream")
+
+    async def _sse(self, chunks: list[JSON]) -> AsyncIterator[bytes]:
+        for i, chunk in enumerate(chunks):
+            if i and self.chunk_delay_s:
+                await asyncio.sleep(self.chunk_delay_s)
+            yield f"data: {json.dumps(chunk)}\r\n\r\n".encode()
+
+    def _embed(self, method: str, body: JSON) -> Response:
+        error = self._pop("embed")
+        if error is not None:
+            return JSONResponse(error.chunks[0], status_code=error.status, headers=error.headers)
+        requests = body.get("requests", []) if method == "batchEmbedContents" else [body]
+        embeddings = [
+            {
+                "values": fake_embedding(
+                    "".join(_texts([r.get("content", {})])),
+                    int(r.get("outputDimensionality") or self.embed_dim),
+                )
+            }
+            for r in requests
+        ]
+        return JSONResponse(
+            {"embeddings": embeddings} if method == "batchEmbedContents" else {"embedding": embeddings[0]}
+        )
+
+    @staticmethod
+    def _default_reply(body: JSON) -> _Reply:
+        users = [c for c in body.get("contents", []) if c.get("role", "user") == "user" and _texts([c])]
+        last = "".join(_texts(users[-1:]))
+        return _Reply(chunks=(_chunk([_text_part(f"echo: {last}")], "STOP"),))
+
+    @staticmethod
+    def _with_usage(reply: _Reply, body: JSON) -> list[JSON]:
+        chunks = [dict(c) for c in reply.chunks]
+        if not chunks or any("usageMetadata" in c for c in chunks):
+            return chunks
+        if reply.usage is not None:
+            prompt, completion = reply.usage
+            usage = {"promptTokenCount": prompt, "candidatesTokenCount": completion}
+        else:
+            system = body.get("systemInstruction")
+            prompt_text = "".join(_texts([*body.get("contents", []), *([system] if system else [])]))
+            answer, thoughts = _answer_texts(chunks)
+            usage = {"promptTokenCount": _tokens(prompt_text), "candidatesTokenCount": _tokens(answer)}
+            if thoughts:
+                usage["thoughtsTokenCount"] = _tokens(thoughts)
+        usage["totalTokenCount"] = sum(usage.values())
+        chunks[-1]["usageMetadata"] = usage
+        return chunks

@@ -1,0 +1,106 @@
+"""`echoctl`: help for every command, clear errors on bad flags and bad config, a real `serve`."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from echo import cli
+
+COMMANDS = ["serve", "worker", "operator", "migrate", "replay"]
+
+
+def test_help_lists_and_explains_every_command() -> None:
+    result = CliRunner().invoke(cli.main, ["--help"])
+    assert result.exit_code == 0
+    for command in COMMANDS:
+        assert command in result.output
+    for command in COMMANDS:
+        sub = CliRunner().invoke(cli.main, [command, "--help"])
+        assert sub.exit_code == 0
+        assert len(sub.output.splitlines()) > 3
+
+
+def test_bad_flag_is_a_usage_error() -> None:
+    result = CliRunner().invoke(cli.main, ["serve", "--port", "70000"])
+    assert result.exit_code == 2
+    assert "--port" in result.output
+    assert CliRunner().invoke(cli.main, ["serve", "--bogus"]).exit_code == 2
+
+
+def test_bad_environment_names_the_variable() -> None:
+    result = CliRunner().invoke(cli.main, ["serve"], env={"ECHO_MAX_BODY_BYTES": "lots"})
+    assert result.exit_code == 1
+    assert "ECHO_MAX_BODY_BYTES" in result.output
+
+
+def test_bad_valves_file_names_file_and_field(tmp_path: Path) -> None:
+    valves_file = tmp_path / "valves.yaml"
+    valves_file.write_text("echo_compression:\n  summary_model_max_context: 1000\n")
+    result = CliRunner().invoke(
+        cli.main, ["serve", "--data-dir", str(tmp_path)], env={"ECHO_VALVES_FILE": str(valves_file)}
+    )
+    assert result.exit_code == 1
+    assert "invalid configuration" in result.output
+    assert str(valves_file) in result.output
+    assert "max_summary_tokens must be strictly below 80%" in result.output
+
+
+@pytest.mark.parametrize("command", ["worker", "operator", "migrate"])
+def test_commands_of_later_capabilities_say_so(command: str) -> None:
+    result = CliRunner().invoke(cli.main, [command])
+    assert result.exit_code == 1
+    assert "does not include yet" in result.output
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_serve_runs_embedded_with_state_under_data_dir(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ECHO_", "GEMINI_"))}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "echo.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(tmp_path / "state"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None, process.stdout.read() if process.stdout else ""
+            assert time.monotonic() < deadline, "echoctl serve did not answer in 30 s"
+            time.sleep(0.1)
+        listing = httpx.get(f"http://127.0.0.1:{port}/models").json()  # no key set: no auth
+        assert {m["id"] for m in listing["data"]} == {"echo_context", "echo_compression", "echo_memory"}
+        assert (tmp_path / "state").is_dir()
+    finally:
+        process.terminate()
+        output = process.communicate(timeout=10)[0]
+    assert "auth_disabled" in output  # said loudly

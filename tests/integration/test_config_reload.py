@@ -1,0 +1,113 @@
+"""Mounted valves and thresholds files hot-reload; a bad file keeps the last good config and says so."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from fakes.live_server import LiveServer
+
+from echo.config.live import LiveConfig
+from echo.config.settings import Settings
+from echo.errors import ConfigError
+from echo.hooks import create_app
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+def test_a_bad_file_at_start_is_refused_with_the_field(tmp_path: Path) -> None:
+    valves_file = tmp_path / "valves.yaml"
+    valves_file.write_text("echo_memory:\n  WINDOW_SIZE: -3\n")
+    config = LiveConfig(Settings(data_dir=tmp_path, valves_file=valves_file))
+    with pytest.raises(ConfigError, match=r"valves\.yaml: echo_memory\.WINDOW_SIZE"):
+        config.load()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("echo_memory: [1, 2", "not valid YAML/JSON"), ("- a\n- b\n", "top level must be a mapping")],
+)
+def test_unparsable_files_are_named(tmp_path: Path, text: str, message: str) -> None:
+    valves_file = tmp_path / "valves.json"
+    valves_file.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        LiveConfig(Settings(data_dir=tmp_path, valves_file=valves_file)).load()
+
+
+def test_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        LiveConfig(Settings(data_dir=tmp_path, model_thresholds_file=tmp_path / "absent.yaml")).load()
+
+
+def test_hot_reload_good_then_bad_then_good(tmp_path: Path) -> None:
+    valves_file = tmp_path / "valves.yaml"
+    thresholds_file = tmp_path / "thresholds.json"
+    valves_file.write_text("echo_memory:\n  WINDOW_SIZE: 7\n")
+    thresholds_file.write_text(
+        '{"house": {"compression_threshold_tokens": 1000, "max_context_tokens": 50000}}'
+    )
+    settings = Settings(
+        data_dir=tmp_path / "d",
+        api_key="k",
+        valves_file=valves_file,
+        model_thresholds_file=thresholds_file,
+        config_reload_seconds=0.05,
+    )
+    with (
+        LiveServer(create_app(settings)) as server,
+        httpx.Client(base_url=server.url, headers={"Authorization": "Bearer k"}) as http,
+    ):
+        assert http.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 7
+        compression = http.get("/echo_compression/valves").json()
+        assert compression["model_thresholds"]["house"]["max_context_tokens"] == 50000
+
+        valves_file.write_text("echo_memory:\n  WINDOW_SIZE: 11\n")
+        wait_for(lambda: http.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 11)
+
+        valves_file.write_text("echo_memory:\n  WINDOW_SIZE: eleven\n")
+        wait_for(lambda: http.get("/readyz").json()["status"] == "degraded")
+        ready = http.get("/readyz")
+        assert ready.status_code == 200  # still serving with the last good config
+        assert "echo_memory.WINDOW_SIZE" in ready.json()["checks"]["config"]["error"]
+        assert http.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 11
+        metrics = http.get("/metrics").text
+        assert "echo_config_last_reload_ok 0.0" in metrics
+        assert 'echo_config_reloads_total{result="error"}' in metrics
+
+        thresholds_file.write_text(
+            '{"house": {"compression_threshold_tokens": 1000, "max_context_tokens": 60000}}'
+        )
+        valves_file.write_text("echo_memory:\n  WINDOW_SIZE: 4\n")
+        wait_for(lambda: http.get("/readyz").json()["status"] == "ready")
+        assert http.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 4
+        compression = http.get("/echo_compression/valves").json()
+        assert compression["model_thresholds"]["house"]["max_context_tokens"] == 60000
+        assert "echo_config_last_reload_ok 1.0" in http.get("/metrics").text
+
+
+def test_configmap_style_symlink_swap_is_seen(tmp_path: Path) -> None:
+    """Kubernetes updates a mounted ConfigMap by swapping a `..data` symlink, not by writing the file."""
+    mount = tmp_path / "mount"
+    first, second = tmp_path / "v1", tmp_path / "v2"
+    for folder, size in ((first, 3), (second, 9)):
+        folder.mkdir()
+        (folder / "valves.yaml").write_text(f"echo_memory:\n  WINDOW_SIZE: {size}\n")
+    mount.mkdir()
+    (mount / "..data").symlink_to(first)
+    (mount / "valves.yaml").symlink_to(mount / "..data" / "valves.yaml")
+    config = LiveConfig(Settings(data_dir=tmp_path / "d", valves_file=mount / "valves.yaml"))
+    config.load()
+    assert config.valves("echo_memory").WINDOW_SIZE == 3  # type: ignore[attr-defined]
+    (mount / "..data_tmp").symlink_to(second)
+    (mount / "..data_tmp").replace(mount / "..data")
+    assert config.reload_if_changed()
+    assert config.valves("echo_memory").WINDOW_SIZE == 9  # type: ignore[attr-defined]

@@ -1,0 +1,338 @@
+"""The Open WebUI Function (integrations/openwebui/echo_filter_function.py) against real HTTP servers.
+
+The file is loaded by path, as Open WebUI loads a pasted Function, and driven the way Open WebUI calls
+a Filter: `await filter.inlet(body, __user__=..., __event_emitter__=...)`. Success cases run against
+the real hook app; failure cases against closed ports and tiny Starlette servers that misbehave.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import copy
+import importlib.util
+import json
+import logging
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from conftest import API_KEY, load_fixture
+from fakes.live_server import LiveServer
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+FUNCTION_PATH = Path(__file__).resolve().parents[2] / "integrations" / "openwebui" / "echo_filter_function.py"
+FILTER_IDS = ["echo_context", "echo_compression", "echo_memory"]
+GOOGLE_KEY = "AIza" + "SyB" + "x_-9" * 8  # 35 characters after "AIza", built at runtime
+MASKED_GOOGLE_KEY = "[CLÉ API GOOGLE MASQUÉE PAR SÉCURITÉ]"
+USER = {"id": "user-1", "email": "ada@example.com", "name": "Ada", "role": "user", "valves": {"x": 1}}
+
+
+@pytest.fixture(scope="module")
+def function_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("echo_filter_function_under_test", FUNCTION_PATH)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # not put in sys.modules: Open WebUI execs pasted code on its own
+    return module
+
+
+class Events:
+    """An `__event_emitter__` that records what it is given."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    async def __call__(self, event: dict[str, Any]) -> None:
+        self.seen.append(event)
+
+    def only_status(self) -> str:
+        assert len(self.seen) == 1, self.seen
+        event = self.seen[0]
+        assert event["type"] == "status"
+        assert event["data"]["done"] is True
+        description = event["data"]["description"]
+        assert description.startswith("ECHO unavailable: ")
+        assert description.endswith("; continuing without it")
+        return description
+
+
+def make_filter(module: ModuleType, url: str, **valves: Any) -> Any:
+    echo_filter = module.Filter()
+    echo_filter.valves = module.Filter.Valves(ECHO_URL=url, **valves)
+    return echo_filter
+
+
+def inlet_body() -> dict[str, Any]:
+    return {
+        "model": "gemini-2.5-flash",
+        "stream": True,
+        "messages": [{"role": "user", "content": "hello"}],
+        "metadata": {"chat_id": "chat-fn", "message_id": "a1", "user_id": USER["id"]},
+    }
+
+
+def outlet_body(content: str = f"the key is {GOOGLE_KEY}.") -> dict[str, Any]:
+    return {
+        "model": "gemini-2.5-flash",
+        "messages": [
+            {"id": "u1", "role": "user", "content": "what is my key?"},
+            {"id": "a1", "role": "assistant", "content": content},
+        ],
+        "chat_id": "chat-fn",
+        "session_id": "s1",
+        "id": "a1",
+    }
+
+
+def closed_port_url() -> str:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+class StubEcho:
+    """A stand-in for echo-hooks: records each call; `mode` says how to answer, per filter id."""
+
+    def __init__(self, mode: str = "chain", only: str | None = None) -> None:
+        self.mode, self.only = mode, only
+        self.calls: list[dict[str, Any]] = []
+        self.app = Starlette(routes=[Route("/{filter_id}/filter/{phase}", self.hook, methods=["POST"])])
+
+    async def hook(self, request: Request) -> Response:
+        payload = json.loads(await request.body())
+        filter_id = request.path_params["filter_id"]
+        self.calls.append(
+            {"path": request.url.path, "authorization": request.headers.get("authorization"), **payload}
+        )
+        mode = self.mode if self.only in (None, filter_id) else "chain"
+        if mode == "chain":  # a well-behaved hook that leaves a trace, to check order and chaining
+            body = payload["body"]
+            return JSONResponse({**body, "hops": [*body.get("hops", []), filter_id]})
+        if mode == "hang":  # until the client gives up (then the server can stop at once)
+            for _ in range(400):
+                if await request.is_disconnected():
+                    break
+                await asyncio.sleep(0.025)
+            return Response(status_code=204)
+        if mode == "not_json":
+            return PlainTextResponse("<html>proxy says hello</html>")
+        if mode == "json_list":
+            return JSONResponse([payload["body"]])
+        if mode == "empty":
+            return Response(status_code=200, media_type="application/json")
+        if mode == "error_500":
+            return PlainTextResponse("Internal Server Error", status_code=500)
+        raise AssertionError(f"unknown mode {mode}")
+
+
+@pytest.fixture
+def stub_server(request: pytest.FixtureRequest) -> Iterator[tuple[StubEcho, LiveServer]]:
+    stub = StubEcho(*getattr(request, "param", ("chain",)))
+    with LiveServer(stub.app, name="stub-echo") as server:
+        yield stub, server
+
+
+# -- the file itself ----------------------------------------------------------------------------------
+
+
+def test_file_has_frontmatter_and_imports_only_what_open_webui_ships() -> None:
+    source = FUNCTION_PATH.read_text()
+    lines = source.splitlines()
+    assert lines[0] == '"""'  # Open WebUI reads the frontmatter only when the file opens with it
+    end = lines.index('"""', 1)
+    frontmatter = dict(line.split(":", 1) for line in lines[1:end])
+    frontmatter = {key.strip(): value.strip() for key, value in frontmatter.items()}
+    for key in ("title", "author", "version", "license", "description"):
+        assert frontmatter[key], key
+    assert frontmatter.get("requirements", "") == ""  # anything there would be pip-installed
+
+    imported: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0
+            imported.add((node.module or "").split(".")[0])
+    outside = imported - set(sys.stdlib_module_names) - {"__future__", "aiohttp", "pydantic"}
+    assert not outside, outside
+
+
+def test_valves_defaults(function_module: ModuleType) -> None:
+    valves = function_module.Filter().valves
+    assert valves.ECHO_URL == "http://echo-hooks:9099"
+    assert valves.ECHO_API_KEY == ""
+    assert valves.TIMEOUT_SECONDS == 2.0
+    assert valves.OUTLET_TIMEOUT_SECONDS == 10.0
+    assert ",".join(FILTER_IDS) == valves.FILTER_IDS
+    assert valves.priority == 0
+
+
+# -- against the real app -----------------------------------------------------------------------------
+
+
+async def test_fixture_inlet_passes_through_all_three_filters(
+    function_module: ModuleType, hooks_server: LiveServer
+) -> None:
+    captured = load_fixture("017_inlet_filter_all.json")["body"]  # {"user": ..., "body": ...}
+    body, user = captured["body"], captured["user"]
+    original = copy.deepcopy(body)
+    echo_filter = make_filter(function_module, hooks_server.url, ECHO_API_KEY=API_KEY, TIMEOUT_SECONDS=10)
+    events = Events()
+    answer = await echo_filter.inlet(body, __user__=user, __event_emitter__=events)
+    assert answer == original
+    assert body == original  # the caller's body is not mutated either
+    assert events.seen == []
+
+
+async def test_outlet_masks_a_google_key_through_the_real_app(
+    function_module: ModuleType, hooks_server: LiveServer
+) -> None:
+    echo_filter = make_filter(function_module, hooks_server.url + "/", ECHO_API_KEY=API_KEY)
+    events = Events()
+    answer = await echo_filter.outlet(outlet_body(), __user__=USER, __event_emitter__=events)
+    assert answer["messages"][1]["content"] == f"the key is {MASKED_GOOGLE_KEY}."
+    assert GOOGLE_KEY not in json.dumps(answer)
+    assert answer["messages"][0] == outlet_body()["messages"][0]
+    assert events.seen == []
+
+
+async def test_wrong_key_keeps_the_body_and_emits_a_status(
+    function_module: ModuleType, hooks_server: LiveServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    wrong_key = "wrong-key-" + "z" * 12
+    echo_filter = make_filter(function_module, hooks_server.url, ECHO_API_KEY=wrong_key)
+    events = Events()
+    with caplog.at_level(logging.WARNING):
+        answer = await echo_filter.outlet(outlet_body(), __user__=USER, __event_emitter__=events)
+    assert answer == outlet_body()  # not masked, but the chat goes on
+    assert "401" in events.only_status()
+    assert "chat-fn" in caplog.text
+    assert "echo_context" in caplog.text
+    assert wrong_key not in caplog.text
+    assert wrong_key not in json.dumps(events.seen)
+
+
+# -- failing open ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("phase", ["inlet", "outlet"])
+async def test_server_down_keeps_the_body_and_emits_a_status(
+    function_module: ModuleType, phase: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    echo_filter = make_filter(function_module, closed_port_url(), ECHO_API_KEY=API_KEY)
+    body = inlet_body() if phase == "inlet" else outlet_body()
+    events = Events()
+    with caplog.at_level(logging.WARNING):
+        answer = await getattr(echo_filter, phase)(body, __user__=USER, __event_emitter__=events)
+    assert answer == body
+    assert "connection error" in events.only_status()
+    assert "chat-fn" in caplog.text
+    assert API_KEY not in caplog.text
+
+
+async def test_server_down_without_an_emitter_or_a_user(function_module: ModuleType) -> None:
+    echo_filter = make_filter(function_module, closed_port_url())
+    assert await echo_filter.inlet(inlet_body()) == inlet_body()
+
+
+@pytest.mark.parametrize("stub_server", [("hang",)], indirect=True)
+@pytest.mark.parametrize("phase", ["inlet", "outlet"])
+async def test_a_hanging_server_costs_about_the_timeout_once(
+    function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer], phase: str
+) -> None:
+    stub, server = stub_server
+    timeouts = {"TIMEOUT_SECONDS": 0.5, "OUTLET_TIMEOUT_SECONDS": 30.0}
+    if phase == "outlet":
+        timeouts = {"TIMEOUT_SECONDS": 30.0, "OUTLET_TIMEOUT_SECONDS": 0.5}
+    echo_filter = make_filter(function_module, server.url, **timeouts)
+    body = inlet_body() if phase == "inlet" else outlet_body()
+    events = Events()
+    started = time.monotonic()
+    answer = await getattr(echo_filter, phase)(body, __user__=USER, __event_emitter__=events)
+    elapsed = time.monotonic() - started
+    assert answer == body
+    assert 0.4 < elapsed < 1.5, elapsed  # one deadline for the chain, not one per filter
+    assert "timed out" in events.only_status()
+    assert [call["path"] for call in stub.calls] == [f"/echo_context/filter/{phase}"]
+
+
+@pytest.mark.parametrize(
+    ("stub_server", "reason"),
+    [
+        (("not_json",), "not JSON"),
+        (("json_list",), "a JSON list"),
+        (("empty",), "an empty answer"),
+        (("error_500",), "HTTP 500"),
+    ],
+    indirect=["stub_server"],
+)
+async def test_a_bad_answer_keeps_the_body(
+    function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer], reason: str
+) -> None:
+    stub, server = stub_server
+    echo_filter = make_filter(function_module, server.url)
+    events = Events()
+    answer = await echo_filter.outlet(outlet_body(), __user__=USER, __event_emitter__=events)
+    assert answer == outlet_body()
+    description = events.only_status()  # one status for the call, not one per filter
+    assert reason in description
+    assert "echo_context" in description
+    assert len(stub.calls) == 3  # the server is up: each filter still gets its chance
+
+
+# -- what goes on the wire ------------------------------------------------------------------------------
+
+
+async def test_filters_run_in_order_each_on_the_previous_answer(
+    function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer]
+) -> None:
+    stub, server = stub_server
+    echo_filter = make_filter(function_module, server.url + "/", ECHO_API_KEY=API_KEY)
+    answer = await echo_filter.inlet(inlet_body(), __user__=USER, __event_emitter__=Events())
+    assert answer == {**inlet_body(), "hops": FILTER_IDS}
+    assert [call["path"] for call in stub.calls] == [f"/{fid}/filter/inlet" for fid in FILTER_IDS]
+    assert [call["body"].get("hops", []) for call in stub.calls] == [[], FILTER_IDS[:1], FILTER_IDS[:2]]
+    for call in stub.calls:
+        assert call["authorization"] == f"Bearer {API_KEY}"
+        assert call["user"] == {key: USER[key] for key in ("id", "email", "name", "role")}
+
+
+async def test_no_key_no_authorization_header_and_custom_filter_ids(
+    function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer]
+) -> None:
+    stub, server = stub_server
+    echo_filter = make_filter(function_module, server.url, FILTER_IDS=" echo_memory , echo_context,")
+    answer = await echo_filter.outlet(outlet_body())
+    assert answer["hops"] == ["echo_memory", "echo_context"]
+    assert [call["authorization"] for call in stub.calls] == [None, None]
+
+
+@pytest.mark.parametrize("stub_server", [("error_500", "echo_compression")], indirect=True)
+async def test_one_failing_filter_is_skipped_and_the_others_still_run(
+    function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer]
+) -> None:
+    _, server = stub_server
+    echo_filter = make_filter(function_module, server.url)
+    events = Events()
+    answer = await echo_filter.inlet(inlet_body(), __user__=USER, __event_emitter__=events)
+    assert answer["hops"] == ["echo_context", "echo_memory"]
+    assert "echo_compression answered HTTP 500" in events.only_status()
+
+
+async def test_a_broken_emitter_does_not_fail_the_chat(function_module: ModuleType) -> None:
+    async def broken(event: dict[str, Any]) -> None:
+        raise RuntimeError("websocket gone")
+
+    echo_filter = make_filter(function_module, closed_port_url())
+    assert await echo_filter.outlet(outlet_body(), __user__=USER, __event_emitter__=broken) == outlet_body()

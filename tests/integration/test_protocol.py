@@ -1,0 +1,222 @@
+"""The Pipelines protocol over HTTP against the real app: shapes, auth, limits, failure policy."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fakes.live_server import LiveServer
+
+from echo.config.settings import Settings
+from echo.filters import passthrough
+from echo.hooks import create_app
+
+FILTERS = {"echo_context": 0, "echo_compression": 10, "echo_memory": 20}
+GOOGLE_KEY = "AIza" + "SyD" + "x7" * 16
+
+
+def chat_body(**extra: Any) -> dict[str, Any]:
+    return {
+        "model": "gemini-2.5-flash",
+        "messages": [
+            {"id": "u1", "role": "user", "content": "hello"},
+            {"id": "a1", "role": "assistant", "content": f"the key is {GOOGLE_KEY}."},
+        ],
+        "chat_id": "chat-1",
+        "id": "a1",
+        **extra,
+    }
+
+
+@pytest.mark.parametrize("prefix", ["", "/v1"])
+def test_models_lists_the_three_filters(client: httpx.Client, prefix: str) -> None:
+    answer = client.get(f"{prefix}/models")
+    assert answer.status_code == 200
+    listing = answer.json()
+    assert listing["object"] == "list"
+    assert listing["pipelines"] is True
+    by_id = {model["id"]: model for model in listing["data"]}
+    assert set(by_id) == set(FILTERS)  # no Gemini key: no pipe models
+    for filter_id, priority in FILTERS.items():
+        assert by_id[filter_id]["pipeline"] == {
+            "type": "filter",
+            "pipelines": ["*"],
+            "priority": priority,
+            "valves": True,
+        }
+    assert "return the body unchanged" in by_id["echo_compression"]["description"]
+    assert "return the body unchanged" in by_id["echo_memory"]["description"]
+    assert "masks" in by_id["echo_context"]["description"]
+
+
+@pytest.mark.parametrize("filter_id", list(FILTERS))
+@pytest.mark.parametrize("prefix", ["", "/v1"])
+def test_inlet_returns_the_body(client: httpx.Client, filter_id: str, prefix: str) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "metadata": {"chat_id": "c1"}}
+    answer = client.post(f"{prefix}/{filter_id}/filter/inlet", json={"body": body, "user": {"id": "u"}})
+    assert answer.status_code == 200
+    assert answer.json() == body
+
+
+def test_context_outlet_masks_content_and_output(client: httpx.Client) -> None:
+    body = chat_body()
+    body["messages"][1]["output"] = [
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": f"the key is {GOOGLE_KEY}."}],
+        },
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": f"user pasted {GOOGLE_KEY}"}]},
+    ]
+    answer = client.post("/echo_context/filter/outlet", json={"body": body, "user": {"id": "u"}})
+    assert answer.status_code == 200
+    masked = answer.json()
+    text = json.dumps(masked)
+    assert GOOGLE_KEY not in text
+    assert masked["messages"][1]["content"] == "the key is [CLÉ API GOOGLE MASQUÉE PAR SÉCURITÉ]."
+    assert masked["messages"][1]["output"][0]["content"][0]["text"].endswith("SÉCURITÉ].")
+    assert "MASQUÉE" in masked["messages"][1]["output"][1]["summary"][0]["text"]
+    assert masked["messages"][0] == body["messages"][0]
+    assert (masked["chat_id"], masked["id"]) == ("chat-1", "a1")
+    metrics = client.get("/metrics").text
+    assert 'echo_secrets_masked_total{kind="google_api_key",where="outlet"}' in metrics
+
+
+def test_user_messages_are_never_rewritten(client: httpx.Client) -> None:
+    body = {"messages": [{"id": "u1", "role": "user", "content": f"my key {GOOGLE_KEY}"}], "chat_id": "c"}
+    assert client.post("/echo_context/filter/outlet", json={"body": body}).json() == body
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"user": {}}, "body.body"),
+        ({"body": []}, "body.body"),
+        ({"body": {"messages": "hi"}}, "body.body.messages"),
+        ({"body": {"messages": [{"content": "no role"}]}}, "body.body.messages.0.role"),
+        ({"body": {"messages": [{"role": 3}]}}, "body.body.messages.0.role"),
+        ({"body": {"messages": []}, "user": "someone"}, "body.user"),
+    ],
+)
+def test_wrong_types_get_422_naming_the_field(client: httpx.Client, payload: dict, field: str) -> None:
+    answer = client.post("/echo_memory/filter/inlet", json=payload)
+    assert answer.status_code == 422
+    detail = answer.json()["detail"]
+    assert field in detail["message"]
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"", b"\xff\xfe", b'{"body": {"messages": [}'])
+def test_malformed_json_gets_422(client: httpx.Client, raw: bytes) -> None:
+    answer = client.post(
+        "/echo_context/filter/inlet", content=raw, headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == 422
+    assert answer.json()["detail"]["errors"][0]["loc"] == ["body"]
+
+
+def test_unknown_filter_and_phase_get_404(client: httpx.Client) -> None:
+    assert client.post("/echo_nope/filter/inlet", json={"body": {}}).status_code == 404
+    assert "echo_context" in client.post("/echo_nope/filter/inlet", json={"body": {}}).json()["detail"]
+    assert client.post("/echo_context/filter/sideways", json={"body": {}}).status_code == 404
+    assert client.get("/echo_nope/valves").status_code == 404
+
+
+def test_missing_or_wrong_key_gets_401(hooks_server: LiveServer) -> None:
+    with httpx.Client(base_url=hooks_server.url) as anonymous:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic abc"}):
+            answer = anonymous.post("/echo_context/filter/inlet", json={"body": {}}, headers=headers)
+            assert answer.status_code == 401
+            assert answer.headers["www-authenticate"] == "Bearer"
+        assert anonymous.get("/models").status_code == 401
+        for open_path in ("/healthz", "/readyz", "/metrics"):
+            assert anonymous.get(open_path).status_code == 200
+
+
+def test_oversized_body_gets_413(tmp_path: Path, auth: dict[str, str]) -> None:
+    settings = Settings(data_dir=tmp_path, api_key=auth["Authorization"].split()[1], max_body_bytes=2048)
+    with LiveServer(create_app(settings)) as server, httpx.Client(base_url=server.url, headers=auth) as http:
+        big = {"body": {"messages": [{"role": "user", "content": "x" * 4096}]}}
+        assert http.post("/echo_context/filter/inlet", json=big).status_code == 413
+
+        def chunked():  # no content-length: the limit holds while streaming
+            yield b'{"body": {"messages": [{"role": "user", "content": "'
+            for _ in range(10):
+                yield b"y" * 512
+            yield b'"}]}}'
+
+        assert http.post("/echo_context/filter/inlet", content=chunked()).status_code == 413
+        small = {"body": {"messages": [{"role": "user", "content": "ok"}]}}
+        assert http.post("/echo_context/filter/inlet", json=small).status_code == 200
+
+
+class _Exploding(passthrough.MemoryFilter):
+    async def inlet(self, body: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        body["messages"] = "half-done"  # a failing filter must not leak partial edits
+        raise RuntimeError("vector store on fire")
+
+    async def outlet(self, body: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        await asyncio.sleep(5)
+        return {"never": "seen"}
+
+
+def test_failing_or_slow_filter_answers_200_with_the_body(
+    settings: Settings, auth: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(passthrough, "MemoryFilter", _Exploding)
+    settings_dir = settings.data_dir
+    settings_dir.mkdir(parents=True)
+    (settings_dir / "valves.json").write_text(json.dumps({"echo_memory": {"OUTLET_DEADLINE_MS": 100}}))
+    with LiveServer(create_app(settings)) as server, httpx.Client(base_url=server.url, headers=auth) as http:
+        body = chat_body()
+        inlet = http.post("/echo_memory/filter/inlet", json={"body": body})
+        assert (inlet.status_code, inlet.json()) == (200, body)
+        outlet = http.post("/echo_memory/filter/outlet", json={"body": body})
+        assert (outlet.status_code, outlet.json()) == (200, body)
+        metrics = http.get("/metrics").text
+    assert 'echo_hook_failures_total{filter="echo_memory",phase="inlet",reason="error"}' in metrics
+    assert 'echo_hook_failures_total{filter="echo_memory",phase="outlet",reason="deadline"}' in metrics
+
+
+def test_valves_get_spec_and_update(client: httpx.Client, settings: Settings) -> None:
+    assert client.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 5
+    spec = client.get("/v1/echo_compression/valves/spec").json()
+    assert "keep_last" in spec["properties"]
+    answer = client.post("/echo_memory/valves/update", json={"WINDOW_SIZE": 8})
+    assert answer.status_code == 200
+    assert answer.json()["WINDOW_SIZE"] == 8
+    assert answer.json()["WINDOW_OVERLAP"] == 2  # missing fields fall back to defaults
+    assert client.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 8
+    saved = json.loads((settings.data_dir / "valves.json").read_text())
+    assert saved["echo_memory"] == {"WINDOW_SIZE": 8}
+
+
+def test_bad_valves_update_gets_422_and_changes_nothing(client: httpx.Client) -> None:
+    answer = client.post("/echo_compression/valves/update", json={"summary_model_max_context": 10000})
+    assert answer.status_code == 422
+    assert "max_summary_tokens must be strictly below 80%" in answer.json()["detail"]["message"]
+    assert client.post("/echo_memory/valves/update", json={"WINDOW_SIZE": "x"}).status_code == 422
+    assert client.post("/echo_memory/valves/update", json=[1]).status_code == 422
+    assert client.get("/echo_compression/valves").json()["summary_model_max_context"] == 0
+
+
+def test_valves_update_is_409_when_a_file_manages_them(tmp_path: Path, auth: dict[str, str]) -> None:
+    valves_file = tmp_path / "valves.yaml"
+    valves_file.write_text("echo_memory:\n  WINDOW_SIZE: 9\n")
+    settings = Settings(
+        data_dir=tmp_path / "d", api_key=auth["Authorization"].split()[1], valves_file=valves_file
+    )
+    with LiveServer(create_app(settings)) as server, httpx.Client(base_url=server.url, headers=auth) as http:
+        assert http.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 9
+        answer = http.post("/echo_memory/valves/update", json={"WINDOW_SIZE": 3})
+        assert answer.status_code == 409
+        assert str(valves_file) in answer.json()["detail"]
+
+
+def test_compression_priority_valve_is_reported_in_models(client: httpx.Client) -> None:
+    client.post("/echo_compression/valves/update", json={"priority": 15})
+    listing = {m["id"]: m for m in client.get("/models").json()["data"]}
+    assert listing["echo_compression"]["pipeline"]["priority"] == 15

@@ -1,0 +1,163 @@
+"""Valves carry the seeds' names and defaults; rules are enforced with messages naming field and numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from echo.config import snapshot, thresholds, valves
+from echo.config.settings import Settings
+from echo.errors import ConfigError
+
+
+def test_context_valves_have_seed_000_defaults() -> None:
+    context = valves.ContextValves()
+    assert context.MAX_DIRECT_TEXT_SIZE == 256 * 1024
+    assert context.ECHO_MR_SUMMARY_MAX_WORDS == 300
+
+
+def test_memory_valves_have_seed_000_defaults() -> None:
+    memory = valves.MemoryValves()
+    assert (memory.WINDOW_SIZE, memory.WINDOW_OVERLAP) == (5, 2)
+    assert (memory.SIMILARITY_THRESHOLD, memory.EXACT_MATCH_THRESHOLD) == (0.85, 0.95)
+
+
+def test_compression_valves_have_the_whole_seed_002_table() -> None:
+    defaults = valves.CompressionValves().model_dump()
+    expected = {
+        "priority": 10,
+        "compression_threshold_tokens": 64000,
+        "max_context_tokens": 128000,
+        "keep_first": 1,
+        "keep_last": 6,
+        "summary_model": None,
+        "summary_model_max_context": 0,
+        "max_summary_tokens": 16384,
+        "summary_temperature": 0.1,
+        "summary_fail_mode": "silent",
+        "compression_style": "balanced",
+        "enable_tool_output_trimming": True,
+        "tool_trim_threshold_chars": 600,
+        "debug_mode": False,
+        "show_debug_log": False,
+        "show_token_usage_status": True,
+        "token_usage_status_threshold": 80,
+    }
+    assert {key: defaults[key] for key in expected} == expected
+    table = defaults["model_thresholds"]
+    assert table["gemini-2.5-flash"] == {
+        "compression_threshold_tokens": 734000,
+        "max_context_tokens": 1048576,
+    }
+    assert table["gpt-4"] == {"compression_threshold_tokens": 8000, "max_context_tokens": 32000}
+    for family in (
+        "gpt-4",
+        "claude-3-5-sonnet",
+        "gemini-1.5-pro",
+        "gemini-2.0-flash",
+        "qwen2.5",
+        "qwen3",
+        "deepseek-v3",
+    ):
+        assert family in table
+
+
+@pytest.mark.parametrize(
+    ("overrides", "window", "source"),
+    [
+        (
+            {"summary_model_max_context": 20000, "max_summary_tokens": 16000},
+            20000,
+            "summary_model_max_context",
+        ),
+        ({"summary_model": "gpt-4", "max_summary_tokens": 25600}, 32000, "model_thresholds['gpt-4']"),
+        ({"max_context_tokens": 20000, "compression_threshold_tokens": 10000}, 20000, "max_context_tokens"),
+    ],
+)
+def test_summary_budget_rule_states_rule_and_numbers(overrides: dict, window: int, source: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        snapshot.validate_valves("echo_compression", overrides)
+    message = str(caught.value)
+    assert "max_summary_tokens must be strictly below 80%" in message
+    assert f"window={window}" in message
+    assert source in message
+    assert f"80% = {0.8 * window:g}" in message
+
+
+def test_summary_budget_just_below_80_percent_is_accepted() -> None:
+    accepted = snapshot.validate_valves(
+        "echo_compression", {"summary_model_max_context": 20000, "max_summary_tokens": 15999}
+    )
+    assert accepted.max_summary_tokens == 15999
+
+
+def test_custom_model_inherits_its_base_model_thresholds() -> None:
+    table = valves.CompressionValves().model_thresholds
+    inherited = thresholds.lookup_threshold(table, "my-preset-assistant", base_model_id="gemini-2.5-flash")
+    assert inherited is not None
+    assert inherited.max_context_tokens == 1048576
+    assert thresholds.lookup_threshold(table, "echo.gemini-2.5-pro") == table["gemini-2.5-pro"]
+    assert thresholds.lookup_threshold(table, "unknown-model") is None
+
+
+@pytest.mark.parametrize(
+    ("filter_id", "data", "field"),
+    [
+        ("echo_memory", {"WINDOW_SIZE": 0}, "echo_memory.WINDOW_SIZE"),
+        ("echo_memory", {"SIMILARITY_THRESHOLD": 1.5}, "echo_memory.SIMILARITY_THRESHOLD"),
+        ("echo_memory", {"SIMILARITY_THRESHOLD": 0.9, "EXACT_MATCH_THRESHOLD": 0.8}, "EXACT_MATCH_THRESHOLD"),
+        ("echo_compression", {"keep_last": "many"}, "echo_compression.keep_last"),
+        ("echo_compression", {"compression_style": "wild"}, "echo_compression.compression_style"),
+        ("echo_compression", {"keeplast": 3}, "echo_compression.keeplast"),
+        ("echo_context", {"MAX_DIRECT_TEXT_SIZE": -1}, "echo_context.MAX_DIRECT_TEXT_SIZE"),
+    ],
+)
+def test_bad_valves_name_the_field(filter_id: str, data: dict, field: str) -> None:
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        snapshot.validate_valves(filter_id, data)
+
+
+def test_unknown_filter_in_a_valves_file_is_named() -> None:
+    with pytest.raises(ConfigError, match="echo_memroy: unknown filter id"):
+        snapshot.build_snapshot(file_valves={"echo_memroy": {}}, source="valves.yaml")
+
+
+def test_thresholds_file_merges_over_the_valve_table() -> None:
+    built = snapshot.build_snapshot(
+        file_valves={"echo_compression": {"summary_model": "house-model"}},
+        model_thresholds={
+            "house-model": {"compression_threshold_tokens": 30000, "max_context_tokens": 40000}
+        },
+    )
+    compression = built.of("echo_compression")
+    assert compression.model_thresholds["house-model"].max_context_tokens == 40000
+    assert "gemini-2.5-flash" in compression.model_thresholds
+    assert valves.effective_summary_window(compression) == (
+        40000,
+        "model_thresholds['house-model'].max_context_tokens",
+    )
+
+
+def test_thresholds_file_can_break_the_budget_rule() -> None:
+    with pytest.raises(ConfigError, match="window=16000"):
+        snapshot.build_snapshot(
+            file_valves={"echo_compression": {"summary_model": "small"}},
+            model_thresholds={"small": {"compression_threshold_tokens": 8000, "max_context_tokens": 16000}},
+        )
+
+
+def test_settings_read_echo_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ECHO_PIPE_MODELS", "gemini-2.5-flash, gemini-2.0-flash")
+    monkeypatch.setenv("GEMINI_API_KEY", "fallback-key")
+    monkeypatch.setenv("ECHO_DATA_DIR", "/tmp/echo-state")
+    settings = Settings()
+    assert settings.pipe_models == ["gemini-2.5-flash", "gemini-2.0-flash"]
+    assert settings.gemini_api_key is not None
+    assert settings.gemini_api_key.get_secret_value() == "fallback-key"
+    assert str(settings.data_dir) == "/tmp/echo-state"
+    monkeypatch.setenv("ECHO_GEMINI_API_KEY", "own-key")
+    assert Settings().gemini_api_key.get_secret_value() == "own-key"  # type: ignore[union-attr]
+
+
+def test_settings_refuse_a_non_postgres_dsn() -> None:
+    with pytest.raises(ValueError, match="postgresql://"):
+        Settings(database_url="mysql://x")

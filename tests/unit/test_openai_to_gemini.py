@@ -1,0 +1,244 @@
+"""OpenAI chat-completions bodies -> Gemini contents and config (pure conversion)."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import re
+from typing import Any
+
+import pytest
+from google.genai import types
+from hypothesis import given
+from hypothesis import strategies as st
+
+from echo.llm.openai_to_gemini import gemini_model_id, to_gemini_config, to_gemini_contents, to_gemini_request
+
+PNG = b"\x89PNG\r\n\x1a\nfake-png-bytes"
+PNG_URI = "data:image/png;base64," + base64.b64encode(PNG).decode()
+
+
+def body(*messages: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {"model": "echo.gemini-2.5-flash", "messages": list(messages), **fields}
+
+
+def texts(content: types.Content) -> list[str | None]:
+    return [p.text for p in content.parts or []]
+
+
+@pytest.mark.parametrize(
+    ("pipe", "expected"),
+    [
+        ("echo.gemini-2.5-flash", "gemini-2.5-flash"),
+        ("gemini-2.5-pro", "gemini-2.5-pro"),
+        ("echo.echo.x", "echo.x"),
+    ],
+)
+def test_gemini_model_id_strips_the_prefix_once(pipe: str, expected: str) -> None:
+    assert gemini_model_id(pipe) == expected
+
+
+def test_plain_conversation_maps_roles_and_keeps_order() -> None:
+    contents, config = to_gemini_request(
+        body(
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello!"},
+            {"role": "user", "content": "How are you?"},
+        )
+    )
+    assert [c.role for c in contents] == ["user", "model", "user"]
+    assert [texts(c) for c in contents] == [["Hi"], ["Hello!"], ["How are you?"]]
+    assert config.system_instruction is None
+
+
+def test_system_and_developer_messages_are_joined_into_the_system_instruction() -> None:
+    contents, config = to_gemini_request(
+        body(
+            {"role": "system", "content": "You are ECHO."},
+            {"role": "user", "content": "Hi"},
+            {"role": "developer", "content": [{"type": "text", "text": "Answer in French."}]},
+            {"role": "user", "content": "Bonjour"},
+        )
+    )
+    assert config.system_instruction == "You are ECHO.\n\nAnswer in French."
+    assert len(contents) == 1
+    assert texts(contents[0]) == ["Hi", "Bonjour"]
+
+
+def test_consecutive_messages_of_one_role_are_merged() -> None:
+    contents, _ = to_gemini_contents(
+        [
+            {"role": "user", "content": "a"},
+            {"role": "user", "content": "b"},
+            {"role": "assistant", "content": "c"},
+            {"role": "assistant", "content": "d"},
+            {"role": "user", "content": "e"},
+        ]
+    )
+    assert [(c.role, texts(c)) for c in contents] == [
+        ("user", ["a", "b"]),
+        ("model", ["c", "d"]),
+        ("user", ["e"]),
+    ]
+
+
+def test_multipart_order_text_image_text_is_preserved() -> None:
+    contents, _ = to_gemini_contents(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "before"},
+                    {"type": "image_url", "image_url": {"url": PNG_URI}},
+                    {"type": "text", "text": "after"},
+                ],
+            }
+        ]
+    )
+    parts = contents[0].parts or []
+    assert [p.text for p in parts] == ["before", None, "after"]
+    assert parts[1].inline_data == types.Blob(mime_type="image/png", data=PNG)
+
+
+def test_remote_image_urls_become_text_and_unknown_parts_are_ignored() -> None:
+    contents, _ = to_gemini_contents(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
+                    {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+                    {"type": "text"},
+                    "not-a-dict-part-is-text",
+                    42,
+                    {"type": "text", "text": "what is it?"},
+                ],
+            }
+        ]
+    )
+    assert texts(contents[0]) == [
+        "[image: https://example.com/cat.jpg]",
+        "not-a-dict-part-is-text",
+        "what is it?",
+    ]
+
+
+def test_percent_encoded_data_uri_is_decoded() -> None:
+    contents, _ = to_gemini_contents(
+        [
+            {
+                "role": "user",
+                "content": [{"type": "image_url", "image_url": {"url": "data:image/svg+xml,%3Csvg%2F%3E"}}],
+            }
+        ]
+    )
+    assert (contents[0].parts or [])[0].inline_data == types.Blob(mime_type="image/svg+xml", data=b"<svg/>")
+
+
+def test_tool_calls_and_results_are_rendered_as_text() -> None:
+    contents, _ = to_gemini_contents(
+        [
+            {"role": "user", "content": "weather?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                    },
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "18°C"},
+            {"role": "user", "content": "thanks"},
+        ]
+    )
+    assert [(c.role, texts(c)) for c in contents] == [
+        ("user", ["weather?"]),
+        ("model", ['[tool call get_weather]: {"city":"Paris"}']),
+        ("user", ["[tool result get_weather]: 18°C", "thanks"]),
+    ]
+
+
+def test_empty_assistant_messages_are_skipped() -> None:
+    contents, _ = to_gemini_contents(
+        [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": ""},
+            {"role": "user", "content": "b"},
+        ]
+    )
+    assert [(c.role, texts(c)) for c in contents] == [("user", ["a", "b"])]
+
+
+def test_sampling_fields_map_to_the_config() -> None:
+    config = to_gemini_config(
+        body(
+            {"role": "user", "content": "x"},
+            temperature=0.2,
+            top_p=0.9,
+            max_tokens=100,
+            max_completion_tokens=50,
+            stop="END",
+            seed=7,
+        )
+    )
+    assert (config.temperature, config.top_p, config.max_output_tokens) == (0.2, 0.9, 50)
+    assert (config.stop_sequences, config.seed) == (["END"], 7)
+    plain = to_gemini_config({"max_tokens": 10, "stop": ["a", "b"], "temperature": 1})
+    assert (plain.max_output_tokens, plain.stop_sequences, plain.temperature) == (10, ["a", "b"], 1.0)
+    assert to_gemini_config({}).model_dump(exclude_none=True) == {}
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ({"model": "echo.x"}, "messages"),
+        ({"messages": []}, "messages"),
+        ({"messages": "hi"}, "messages"),
+        ({"messages": [{"role": "system", "content": "only system"}]}, "messages"),
+        ({"messages": [{"role": "assistant", "content": "no user"}]}, "messages"),
+        ({"messages": [{"role": "user", "content": ""}]}, "messages"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
+        ({"messages": ["hi"]}, "messages[0]"),
+        ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,@@@"}}],
+                    }
+                ]
+            },
+            "messages[0].content[0].image_url",
+        ),
+        ({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}, "temperature"),
+        ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1.5}, "max_tokens"),
+        ({"messages": [{"role": "user", "content": "x"}], "stop": [1]}, "stop"),
+    ],
+)
+def test_malformed_bodies_raise_value_error_naming_the_field(bad: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValueError, match="^" + re.escape(field) + ":"):
+        to_gemini_request(bad)
+
+
+def test_non_object_body_is_rejected() -> None:
+    with pytest.raises(ValueError, match="body"):
+        to_gemini_request(["not", "a", "dict"])  # type: ignore[arg-type]
+
+
+_messages = st.lists(
+    st.tuples(st.sampled_from(["system", "user", "assistant"]), st.text(min_size=1, max_size=8)), max_size=12
+).map(lambda ms: [{"role": "user", "content": "first"}] + [{"role": r, "content": t} for r, t in ms])
+
+
+@given(_messages)
+def test_merging_alternates_roles_and_keeps_every_text_in_order(messages: list[dict[str, Any]]) -> None:
+    contents, system = to_gemini_contents(messages)
+    assert all(a.role != b.role for a, b in itertools.pairwise(contents))
+    assert [t for c in contents for t in texts(c)] == [
+        m["content"] for m in messages if m["role"] != "system"
+    ]
+    assert system == ("\n\n".join(m["content"] for m in messages if m["role"] == "system") or None)
