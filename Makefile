@@ -24,6 +24,7 @@ run: install
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/ruff format --check services tests bench integrations
 
 format: install

@@ -1,15 +1,10 @@
 """Masking of leaked secrets in model output (Open WebUI outlet and streamed pipe responses).
 
-Domain module: pure, no I/O, standard library only.
-
-``mask_secrets`` masks a whole text. ``StreamMasker`` masks a stream chunk by chunk and emits exactly
-what ``mask_secrets`` gives for the whole text, holding back only what could still turn out to be a
-secret. ``data:<mime>;base64,`` URIs are kept verbatim, and every label is inert (no pattern matches
-it), so masking is idempotent.
-
-Every token pattern shares the same boundaries: not glued after ``[A-Za-z0-9_+/-]`` (a JSON escape
-such as ``\\n`` is fine) and not followed by ``[A-Za-z0-9_+/=-]``. These keep keys found inside longer
-tokens or base64 unmasked, and make neighbouring matches agree with the text once masked.
+Domain module: pure, no I/O, standard library only. ``mask_secrets`` masks a whole text; ``StreamMasker``
+masks a stream chunk by chunk into exactly the same text, holding back only what may still be a secret.
+``data:<mime>;base64,`` URIs are kept verbatim. Labels are inert, so masking is idempotent: every token
+pattern is neither glued after ``[A-Za-z0-9_+/-]`` (a JSON escape such as ``\\n`` is fine) nor followed
+by ``[A-Za-z0-9_+/=-]``, which also keeps keys inside longer tokens or base64 unmasked.
 """
 
 from __future__ import annotations
@@ -53,6 +48,8 @@ _LA = r"(?![A-Za-z0-9_+/=-])"
 _PEM_TYPE = r"(RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP )?PRIVATE KEY( BLOCK)?-----"
 _TOKEN_PREFIX = re.compile(r"[a-z]+-(?:(?:proj|svcacct|admin)-)?")
 _B64_RUN_32 = re.compile(r"[A-Za-z0-9+/]{32}")
+_AWS_NAMES = "aws_secret_access_key|AWS_SECRET_ACCESS_KEY|SecretAccessKey"
+_B64_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
 
 
 def _mixed(text: str) -> bool:
@@ -64,52 +61,35 @@ def _mixed(text: str) -> bool:
     return any(c.isdigit() for c in body) and any(c.isalpha() for c in body)
 
 
-def _pem_like(text: str) -> bool:
-    """A PEM block holds key material, not only prose around the BEGIN/END lines."""
+def _key_material(text: str) -> bool:
+    """A PEM block holds base64 key material, not only prose around its BEGIN/END lines."""
     return _B64_RUN_32.search(text) is not None
 
 
-def _kind(name: str, label: str, regex: str, is_secret: Callable[[str], bool] | None = None) -> SecretKind:
-    return SecretKind(name, label, re.compile(regex), is_secret)
-
-
+_GOOGLE = rf"{_LB}AIza[0-9A-Za-z_-]{{35}}{_LA}"
+_ANTHROPIC = rf"{_LB}sk-ant-(?:api03|admin01)-[A-Za-z0-9_-]{{20,255}}{_LA}"
+_OPENAI = rf"{_LB}sk-(?:(?:proj|svcacct|admin)-)?[A-Za-z0-9_-]{{20,255}}{_LA}"
+_AWS_ID = rf"{_LB}(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{{16}}{_LA}"
+_AWS_SECRET = (  # only the value is masked; the key name stays
+    rf"(?:(?<![A-Za-z0-9_])|(?<=\\[nrt]))(?:{_AWS_NAMES})[\"']?[ \t]{{0,4}}[=:][ \t]{{0,4}}[\"']?"
+    rf"(?P<secret>[A-Za-z0-9/+=]{{39}}[A-Za-z0-9/+]){_LA}"
+)
+_GITHUB = rf"{_LB}(?:gh[pousr]_[A-Za-z0-9]{{36,255}}|github_pat_[A-Za-z0-9_]{{50,255}}){_LA}"
+_SLACK = (
+    rf"{_LB}(?:xox[abposr]-[A-Za-z0-9-]{{10,250}}|xapp-[0-9]-[A-Za-z0-9-]{{10,250}}"
+    rf"|https://hooks\.slack\.com/services/T[A-Z0-9]{{6,12}}/B[A-Z0-9]{{6,12}}/[A-Za-z0-9]{{20,32}}){_LA}"
+)
+_PEM_BEGIN = rf"{_LB}-----BEGIN {_PEM_TYPE}"  # the block's extent is resolved by _pem_span
+_C = re.compile
 SECRET_KINDS: tuple[SecretKind, ...] = (
-    _kind("google_api_key", "[CLÉ API GOOGLE MASQUÉE PAR SÉCURITÉ]", rf"{_LB}AIza[0-9A-Za-z_-]{{35}}{_LA}"),
-    _kind(
-        "anthropic_api_key",
-        "[CLÉ API ANTHROPIC MASQUÉE PAR SÉCURITÉ]",
-        rf"{_LB}sk-ant-(?:api03|admin01)-[A-Za-z0-9_-]{{20,255}}{_LA}",
-    ),
-    _kind(
-        "openai_api_key",
-        "[CLÉ API OPENAI MASQUÉE PAR SÉCURITÉ]",
-        rf"{_LB}sk-(?:(?:proj|svcacct|admin)-)?[A-Za-z0-9_-]{{20,255}}{_LA}",
-        _mixed,
-    ),
-    _kind(
-        "aws_access_key_id",
-        "[CLÉ D'ACCÈS AWS MASQUÉE PAR SÉCURITÉ]",
-        rf"{_LB}(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{{16}}{_LA}",
-    ),
-    _kind(
-        "aws_secret_access_key",
-        "[SECRET AWS MASQUÉ PAR SÉCURITÉ]",
-        r"(?:(?<![A-Za-z0-9_])|(?<=\\[nrt]))(?:aws_secret_access_key|AWS_SECRET_ACCESS_KEY|SecretAccessKey)"
-        rf"[\"']?[ \t]{{0,4}}[=:][ \t]{{0,4}}[\"']?(?P<secret>[A-Za-z0-9/+=]{{39}}[A-Za-z0-9/+]){_LA}",
-    ),
-    _kind(
-        "github_token",
-        "[JETON GITHUB MASQUÉ PAR SÉCURITÉ]",
-        rf"{_LB}(?:gh[pousr]_[A-Za-z0-9]{{36,255}}|github_pat_[A-Za-z0-9_]{{50,255}}){_LA}",
-    ),
-    _kind(
-        "slack_token",
-        "[JETON SLACK MASQUÉ PAR SÉCURITÉ]",
-        rf"{_LB}(?:xox[abposr]-[A-Za-z0-9-]{{10,250}}|xapp-[0-9]-[A-Za-z0-9-]{{10,250}}"
-        rf"|https://hooks\.slack\.com/services/T[A-Z0-9]{{6,12}}/B[A-Z0-9]{{6,12}}/[A-Za-z0-9]{{20,32}}){_LA}",
-        _mixed,
-    ),
-    _kind("private_key", "[CLÉ PRIVÉE MASQUÉE PAR SÉCURITÉ]", rf"{_LB}-----BEGIN {_PEM_TYPE}", _pem_like),
+    SecretKind("google_api_key", "[CLÉ API GOOGLE MASQUÉE PAR SÉCURITÉ]", _C(_GOOGLE)),
+    SecretKind("anthropic_api_key", "[CLÉ API ANTHROPIC MASQUÉE PAR SÉCURITÉ]", _C(_ANTHROPIC)),
+    SecretKind("openai_api_key", "[CLÉ API OPENAI MASQUÉE PAR SÉCURITÉ]", _C(_OPENAI), _mixed),
+    SecretKind("aws_access_key_id", "[CLÉ D'ACCÈS AWS MASQUÉE PAR SÉCURITÉ]", _C(_AWS_ID)),
+    SecretKind("aws_secret_access_key", "[SECRET AWS MASQUÉ PAR SÉCURITÉ]", _C(_AWS_SECRET)),
+    SecretKind("github_token", "[JETON GITHUB MASQUÉ PAR SÉCURITÉ]", _C(_GITHUB)),
+    SecretKind("slack_token", "[JETON SLACK MASQUÉ PAR SÉCURITÉ]", _C(_SLACK), _mixed),
+    SecretKind("private_key", "[CLÉ PRIVÉE MASQUÉE PAR SÉCURITÉ]", _C(_PEM_BEGIN), _key_material),
 )
 
 _PRIVATE_KEY = SECRET_KINDS[-1]
@@ -117,16 +97,12 @@ _DATA_URI = re.compile(
     rf"{_LB}data:[A-Za-z0-9.+-]{{1,64}}/[A-Za-z0-9.+-]{{1,64}}(?:;[A-Za-z0-9.+=-]{{1,40}}){{0,3}};base64,"
     r"[A-Za-z0-9+/=]*"
 )
-_SCAN: tuple[tuple[SecretKind | None, re.Pattern[str]], ...] = (
-    (None, _DATA_URI),
-    *((kind, kind.pattern) for kind in SECRET_KINDS),
-)
+_SCAN = ((None, _DATA_URI), *((kind, kind.pattern) for kind in SECRET_KINDS))
 # Where a match may start: each pattern of _SCAN begins with one of these.
 _START = re.compile(
-    r"AIza|sk-|A(?:KIA|SIA|BIA|CCA)|gh[pousr]_|github_pat_|xox[abposr]-|xapp-|https://hooks\.|-----BEGIN |data:"
-    r"|aws_secret_access_key|AWS_SECRET_ACCESS_KEY|SecretAccessKey"
+    r"AIza|sk-|A(?:KIA|SIA|BIA|CCA)|gh[pousr]_|github_pat_|xox[abposr]-|xapp-|https://hooks\."
+    rf"|-----BEGIN |data:|{_AWS_NAMES}"
 )
-_B64_TAIL = re.compile(r"[A-Za-z0-9+/=]*")
 # PEM body: the rest of the BEGIN line, then whole lines of base64 (or "Name: value" headers), split
 # by real or JSON-escaped newlines.
 _PEM_LINE = r"[ \t]*+(?:[A-Z][A-Za-z0-9-]*+: [^\r\n\\]*+|(?:[A-Za-z0-9+/=]++[ \t]++)*+[A-Za-z0-9+/=]*+)"
@@ -140,15 +116,15 @@ _HOLD = 272
 _SPACEY = 80
 _PEM_SLACK = 64
 _CAP = 64 * 1024
-_TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:/+=;,-"
-_ANCHOR = re.compile(r"-----BEGIN|aws_secret_access_key|AWS_SECRET_ACCESS_KEY|SecretAccessKey")
+_TOKEN_CHARS = _B64_CHARS + "_.:;,-"
+_ANCHOR = re.compile(rf"-----BEGIN|{_AWS_NAMES}")
 _CONTEXT = 8
 
 
-def _pem_end(text: str, header: re.Match[str], resolve: bool) -> int | None:
-    """End of the PEM block opened by ``header``: its matching END line, else the end of the line where
-    its base64 stops (trailing blanks left out). None while text to come could change it (unless
-    ``resolve``)."""
+def _pem_span(text: str, header: re.Match[str], resolve: bool) -> tuple[int, int] | None:
+    """Where the body of the PEM block opened by ``header`` stops, and where the block ends: its matching
+    END line, else the end of the line where its base64 stops (less trailing blanks). None while text to
+    come could change them, unless ``resolve``."""
     n = len(text)
     stop = _PEM_BODY.match(text, header.end())
     body_end = stop.end() if stop else header.end()
@@ -156,12 +132,12 @@ def _pem_end(text: str, header: re.Match[str], resolve: bool) -> int | None:
         return None
     end = _PEM_END.match(text, body_end)
     if end and end.group(1) == header.group(1) and end.group(2) == header.group(2):
-        return end.end()
+        return body_end, end.end()
     eol = _EOL.search(text, body_end)
     if eol is None and not resolve:
         return None
-    end = eol.start() if eol else n
-    return header.end() + len(text[header.end() : end].rstrip())
+    stop = eol.start() if eol else n
+    return body_end, header.end() + len(text[header.end() : stop].rstrip())
 
 
 def _settled(text: str, pos: int) -> int:
@@ -176,36 +152,35 @@ def _settled(text: str, pos: int) -> int:
 def _match_at(
     text: str, start: int, resolve: bool
 ) -> tuple[SecretKind | None, re.Match[str], int | None] | None:
-    """What starts at ``start`` (a data URI, else the first kind of ``SECRET_KINDS`` that matches and
-    passes its check), with its end: None while text to come could change it."""
+    """A data URI (kind None) or the first kind that matches at ``start`` and passes its check, with
+    its end: None while text to come could change it."""
     for kind, pattern in _SCAN:
         match = pattern.match(text, start)
         if match is None:
             continue
         if kind is None:
             return None, match, match.end()
-        end = _pem_end(text, match, resolve) if kind is _PRIVATE_KEY else match.end()
-        if end is None or kind.is_secret is None or kind.is_secret(text[start:end]):
-            return kind, match, end
+        span = _pem_span(text, match, resolve) if kind is _PRIVATE_KEY else (match.end(), match.end())
+        if span is None:
+            return kind, match, None
+        if kind.is_secret is None or kind.is_secret(text[start : span[0]]):  # a PEM block: header and body
+            return kind, match, span[1]
     return None
 
 
 def _scan(
     text: str, pos: int, *, final: bool, force: bool = False, in_data: bool = False
 ) -> tuple[str, int, bool, Counter[str]]:
-    """Mask ``text[pos:]`` (``text[:pos]`` is look-behind context only).
-
-    Returns the masked text up to the settled index, that index, whether the text ends inside a
-    data URI, and the counts. Matches are taken leftmost first, ties in ``_SCAN`` order.
-    """
+    """Mask ``text[pos:]`` (``text[:pos]`` is look-behind context), leftmost match first, ties in
+    ``_SCAN`` order. Returns the masked text up to the settled index, that index, whether the text
+    ends inside a data URI, and the counts."""
     n, out, counts = len(text), [], Counter[str]()
-    if in_data:
-        stop = _B64_TAIL.match(text, pos)
-        stop_at = stop.end() if stop else pos
-        if stop_at == n and not final:
+    if in_data:  # the data URI of the previous call goes on
+        stop = n - len(text[pos:].lstrip(_B64_CHARS))
+        if stop == n and not final:
             return text[pos:], n, True, counts
-        out.append(text[pos:stop_at])
-        pos = stop_at
+        out.append(text[pos:stop])
+        pos = stop
     settled = n if final else _settled(text, pos)
     at = pos
     while (hit := _START.search(text, at)) is not None and hit.start() < settled:
@@ -248,6 +223,7 @@ class StreamMasker:
         self._context = ""
         self._held = ""
         self._in_data = False
+        self._wait_until = 0  # while a long PEM block is held open, rescan only on a new line or 64 chars
         self._counts: Counter[str] = Counter()
 
     @property
@@ -258,6 +234,8 @@ class StreamMasker:
     def feed(self, chunk: str) -> str:
         """Take the next chunk; return the text now safe to emit."""
         self._held += chunk
+        if len(self._held) < self._wait_until and _EOL.search(chunk) is None:
+            return ""
         return self._run(final=False)
 
     def flush(self) -> str:
@@ -274,4 +252,5 @@ class StreamMasker:
         )
         self._counts.update(counts)
         self._context, self._held = text[max(0, end - _CONTEXT) : end], text[end:]
+        self._wait_until = len(self._held) + _PEM_SLACK if len(self._held) > _HOLD else 0
         return out

@@ -7,6 +7,7 @@ a secret scanner would flag.
 from __future__ import annotations
 
 import base64
+import itertools
 import random
 import string
 
@@ -213,12 +214,14 @@ def test_never_raises_on_odd_text() -> None:
 def stream(text: str, cuts: list[int]) -> tuple[list[str], str, StreamMasker]:
     """Feed ``text`` split at ``cuts``; return the emitted pieces, the flushed tail and the masker."""
     masker, bounds = StreamMasker(), [0, *sorted(set(cuts)), len(text)]
-    pieces = [masker.feed(text[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    pieces = [masker.feed(text[a:b]) for a, b in itertools.pairwise(bounds)]
     return pieces, masker.flush(), masker
 
 
 def test_stream_matches_whole_text_for_fixed_chunk_sizes() -> None:
-    text = "\n\n".join(context.format(*[raw] * context.count("{}")) for _, raw, _ in SAMPLES for context in CONTEXTS[:3])
+    text = "\n\n".join(
+        context.format(*[raw] * context.count("{}")) for _, raw, _ in SAMPLES for context in CONTEXTS[:3]
+    )
     expected = mask_secrets(text)
     for size in (1, 2, 7, 64, 300, 5000):
         pieces, tail, masker = stream(text, list(range(size, len(text), size)))
@@ -226,9 +229,21 @@ def test_stream_matches_whole_text_for_fixed_chunk_sizes() -> None:
         assert masker.counts == expected.counts
 
 
+def test_longest_tokens_stream_one_character_at_a_time() -> None:
+    for key in (
+        "sk-" + "ant-" + "admin01-" + rand(255, ALNUM + "_-"),
+        "sk-" + "svcacct-" + mixed(255),
+        "github_pat_" + rand(255),
+    ):
+        text = f"début {key} fin"
+        pieces, tail, _ = stream(text, list(range(len(text))))
+        assert "".join(pieces) + tail == mask_secrets(text).text
+        assert key[:8] not in "".join(pieces) + tail
+
+
 def test_stream_latency_stays_small() -> None:
     masker = StreamMasker()
-    for word in "Bonjour, voici une longue réponse tout à fait ordinaire. ".split(" ")[:-1]:
+    for word in ["Bonjour,", "voici", "une", "longue", "réponse", "tout", "à", "fait", "ordinaire."]:
         assert masker.feed(word + " ") == word + " "
     token = rand(1000, B64)
     emitted = masker.feed(token)
