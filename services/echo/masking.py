@@ -21,8 +21,9 @@ __all__ = ["SECRET_KINDS", "MaskResult", "SecretKind", "StreamMasker", "mask_sec
 class SecretKind:
     """One kind of secret: ``name`` keys the counts, ``label`` replaces each match.
 
-    ``is_secret`` is an optional post-check on the matched text, to cut false positives. When the
-    pattern defines a group named ``secret``, only that group is replaced (the context is kept).
+    ``is_secret`` is an optional post-check on the matched text (for a PEM block: its BEGIN line and
+    body), to cut false positives. When the pattern defines a group named ``secret``, only that group
+    is replaced (the context is kept).
     """
 
     name: str

@@ -33,6 +33,17 @@ def test_each_hook_is_a_span_with_chat_and_user(client: httpx.Client, spans: InM
     assert span.attributes["echo.user_id"] == "u-9"
 
 
+def test_a_traceparent_header_continues_the_callers_trace(
+    client: httpx.Client, spans: InMemorySpanExporter
+) -> None:
+    spans.clear()
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    headers = {"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
+    client.post("/echo_context/filter/outlet", json={"body": {"messages": []}}, headers=headers)
+    (span,) = [s for s in spans.get_finished_spans() if s.name == "echo.outlet"]
+    assert f"{span.context.trace_id:032x}" == trace_id
+
+
 def test_logs_are_json_lines_with_chat_and_user(
     client: httpx.Client, capsys: pytest.CaptureFixture[str]
 ) -> None:

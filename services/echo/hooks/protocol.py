@@ -8,6 +8,7 @@ from typing import Any, cast
 import structlog
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
+from opentelemetry import propagate
 
 from echo import bodies
 from echo.config import live as live_config
@@ -107,7 +108,8 @@ def build_protocol_router(
         ctx = base.HookContext(
             filter_id=hook_id, phase=cast(base.Phase, phase), user=user, ids=ids, valves=valves
         )
-        return JSONResponse(await runner.run_hook(flt, body, ctx))
+        parent = propagate.extract(request.headers)
+        return JSONResponse(await runner.run_hook(flt, body, ctx, trace_parent=parent))
 
     @router.get("/{filter_id}/valves")
     async def get_valves(filter_id: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 import structlog
 from opentelemetry import trace
+from opentelemetry.context import Context
 
 from echo import metrics, tracing
 from echo.filters import base
@@ -27,12 +28,22 @@ def deadline_seconds(ctx: base.HookContext) -> float:
     return (value or _DEFAULT_DEADLINE_MS[ctx.phase]) / 1000.0
 
 
-async def run_hook(flt: base.Filter, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
-    """The filter's new body, or `body` unchanged when the filter fails or runs out of time."""
+async def run_hook(
+    flt: base.Filter,
+    body: dict[str, Any],
+    ctx: base.HookContext,
+    *,
+    trace_parent: Context | None = None,
+) -> dict[str, Any]:
+    """The filter's new body, or `body` unchanged when the filter fails or runs out of time.
+
+    `trace_parent` continues a trace the caller started (W3C `traceparent` of the request).
+    """
     started = time.perf_counter()
     outcome = "ok"
     with tracing.tracer().start_as_current_span(
         f"echo.{ctx.phase}",
+        context=trace_parent,
         attributes={
             "echo.filter": ctx.filter_id,
             "echo.phase": ctx.phase,
