@@ -25,17 +25,53 @@ run: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(BIN)/ruff format --check services tests bench integrations
+	$(BIN)/ruff format --check services operator tests bench integrations e2e
 
 format: install
 	$(BIN)/ruff check --fix .
-	$(BIN)/ruff format services tests bench integrations
+	$(BIN)/ruff format services operator tests bench integrations e2e
 
-test: install lint
+# The suite includes the chart tests (helm from `make tools`) and the Infinity contract test (`make infinity`).
+test: install tools infinity lint
 	$(BIN)/pytest
+
+# The Infinity embedding server in a venv of its own (.venv-infinity), for tests/contract/test_infinity.py.
+.PHONY: infinity
+infinity:
+	scripts/infinity-venv.sh
 
 bench: install
 	$(BIN)/python bench/hooks_latency.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+# --- Chart tools, images and the kind e2e suite (charts/echo-operator, docker/, services/embedding/, e2e/) ---
+# `make tools` fetches helm 4.1.4, kubectl 1.33.9 and promtool into tools/bin (cached; the chart and
+# dashboard tests skip without them). `make images` and `make e2e` need Docker (and kind for e2e).
+DOCKER ?= docker
+IMAGE_REGISTRY ?= ghcr.io/echo-k8s
+IMAGE_TAG ?= 0.1.0
+EMBEDDING_MODEL ?= BAAI/bge-m3
+# Empty: PyPI's torch (CUDA on linux/amd64); https://download.pytorch.org/whl/cpu for a CPU-only image.
+TORCH_INDEX_URL ?=
+
+.PHONY: tools images e2e
+
+tools:
+	scripts/helm-tools.sh helm >/dev/null
+
+images:
+	$(DOCKER) build -f docker/operator.Dockerfile -t $(IMAGE_REGISTRY)/echo-operator:$(IMAGE_TAG) .
+	$(DOCKER) build -f docker/services.Dockerfile -t $(IMAGE_REGISTRY)/echo:$(IMAGE_TAG) .
+	$(DOCKER) build -t $(IMAGE_REGISTRY)/echo-embedding:$(IMAGE_TAG) \
+		--build-arg MODEL_ID=$(EMBEDDING_MODEL) --build-arg TORCH_INDEX_URL=$(TORCH_INDEX_URL) services/embedding
+
+e2e: install tools
+	e2e/run.sh
+
+# The EchoDeployment CRD, generated from the operator's models (a test fails when these are stale).
+.PHONY: crds
+crds: install
+	mkdir -p charts/echo-operator/crds
+	$(BIN)/python -m echo_operator.crd crds/echo.dev_echodeployments.yaml charts/echo-operator/crds/echo.dev_echodeployments.yaml

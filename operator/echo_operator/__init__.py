@@ -1,1 +1,16 @@
-"""The ECHO Kubernetes operator (kopf). Filled in by the operator issue."""
+"""The ECHO Kubernetes operator (kopf): one EchoDeployment = one tenant.
+
+render is pure: `render(name, namespace, spec) -> list of manifest dicts` does no I/O, reads no
+clock and no environment; the kopf handlers stay thin (validate, render, server-side apply,
+adopt, prune, write status). Modules, from the inside out:
+
+- `shapes`, `models`, `connections`, `spec`: the spec as pydantic models (the CRD's source, CEL
+  rules mirrored in Python);
+- `crd`: the CRD generator (`python -m echo_operator.crd`);
+- `tenant`, `pods`, `render_*`, `render`: pure manifest builders, one module per kind of child;
+- `status`: pure conditions from the children's state;
+- `apply`, `children`: the Kubernetes I/O (server-side apply, prune, observe);
+- `handlers`, `settings`, `metrics`, `runner`: the kopf wiring and the process.
+"""
+
+__all__: list[str] = []  # import the modules: `from echo_operator import render; render.render(...)`

@@ -92,21 +92,120 @@ def _not_in_this_version(command: str, capability: str) -> None:
 def worker(concurrency: int) -> None:
     """Run a distiller worker: summaries, memory distillation, map-reduce of big files.
 
-    Takes jobs from the PostgreSQL queue (FOR UPDATE SKIP LOCKED, leases, retries, dead letters).
+    Takes jobs from the PostgreSQL queue (FOR UPDATE SKIP LOCKED, leases, retries, dead letters),
+    woken by LISTEN/NOTIFY. SIGTERM or SIGINT stops it gracefully: running jobs get
+    ECHO_JOB_GRACE_SECONDS to finish, the others are handed back without counting an attempt.
+    Serves /metrics on ECHO_WORKER_METRICS_PORT (0 = none).
     """
-    _not_in_this_version("worker", "the job queue")
+    import asyncio
+
+    from echo import logs, tracing
+    from echo.jobs import runner
+    from echo.store import errors as store_errors
+
+    settings = _load_settings()
+    logs.configure_logging(settings.log_level, settings.log_format)
+    tracing.configure_tracing("echo-distiller", settings.otlp_endpoint)
+    try:
+        asyncio.run(runner.run_worker(settings, concurrency=concurrency))
+    except (store_errors.StoreError, ConfigError) as error:
+        raise click.ClickException(f"worker stopped: {error}") from error
 
 
 @main.command()
-def operator() -> None:
-    """Run the Kubernetes operator (kopf) that reconciles EchoDeployment resources."""
-    _not_in_this_version("operator", "the operator package")
+@click.option("--namespace", "-n", "namespaces", multiple=True, help="Watch this namespace (repeatable).")
+@click.option("--all-namespaces", "-A", is_flag=True, help="Watch every namespace (cluster-wide RBAC).")
+@click.option(
+    "--peering",
+    default=None,
+    help="Run with kopf peering under this KopfPeering name; default standalone (one replica, Recreate).",
+)
+@click.option(
+    "--liveness",
+    default="http://0.0.0.0:8080/healthz",
+    show_default=True,
+    help="kopf liveness endpoint URL ('' = none).",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=9090,
+    show_default=True,
+    help="/metrics port (0 = none).",
+)
+@click.option(
+    "--dashboards-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Grafana dashboards (*.json) rendered for tenants that ask for them.",
+)
+@click.option("--verbose", is_flag=True, help="Debug logs.")
+def operator(
+    namespaces: tuple[str, ...],
+    all_namespaces: bool,
+    peering: str | None,
+    liveness: str,
+    metrics_port: int,
+    dashboards_dir: Path | None,
+    verbose: bool,
+) -> None:
+    """Run the Kubernetes operator (kopf) that reconciles EchoDeployment resources.
+
+    Outside a cluster it uses $KUBECONFIG (or ~/.kube/config); in a pod, its service account.
+    """
+    import os
+
+    try:
+        from echo_operator import runner, settings
+    except ImportError as error:  # pragma: no cover - an install without the operator extra
+        raise click.ClickException(f"the operator needs the `operator` extra: {error}") from error
+    if bool(namespaces) == all_namespaces:
+        raise click.UsageError("give --namespace (one or more) or --all-namespaces")
+    try:
+        dashboards = settings.load_dashboards(dashboards_dir)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from error
+    config = settings.OperatorConfig(kubeconfig=os.environ.get("KUBECONFIG"), dashboards=dashboards)
+    runner.run(
+        config,
+        namespaces=namespaces,
+        all_namespaces=all_namespaces,
+        peering=peering,
+        liveness=liveness or None,
+        metrics_port=metrics_port,
+        verbose=verbose,
+    )
 
 
 @main.command()
 def migrate() -> None:
-    """Apply the database migrations (safe to run twice, and from two processes at once)."""
-    _not_in_this_version("migrate", "the PostgreSQL store")
+    """Apply the database migrations (safe to run twice, and from two processes at once).
+
+    Migrates the schema of ECHO_TENANT on ECHO_DATABASE_URL (unset: the embedded PostgreSQL under
+    ECHO_DATA_DIR) and prints each migration it applied.
+    """
+    import asyncio
+
+    from echo import logs
+    from echo.store import bootstrap, migrations
+    from echo.store import errors as store_errors
+
+    settings = _load_settings()
+    logs.configure_logging(settings.log_level, settings.log_format)
+
+    async def apply() -> tuple[str, list[str], int]:
+        async with bootstrap.open_store(settings, migrate=False, application_name="echoctl-migrate") as store:
+            done = await migrations.migrate(store)
+            version = max((m.version for m in await migrations.applied(store)), default=0)
+            return store.schema, [m.name for m in done], version
+
+    try:
+        schema, done, version = asyncio.run(apply())
+    except (store_errors.StoreError, ConfigError) as error:
+        raise click.ClickException(f"migration failed: {error}") from error
+    for name in done:
+        click.echo(f"applied {name}")
+    click.echo(f"schema {schema} is at version {version}" + ("" if done else " (nothing to apply)"))
 
 
 @main.command()

@@ -1,9 +1,30 @@
 """The one exception root of the runtime, and how each kind is retried.
 
-EchoError
-├── ConfigError        a setting or file is invalid; the message names the field and the rule
-└── HookError          a filter failed on a well-formed request (the hook answers 200 anyway)
-    └── DeadlineExceeded  a filter ran past its deadline valve
+Each error carries whether a retry can help (`retryable` / `transient`, or its class says so);
+adapters translate driver errors into these, so callers never see asyncpg, httpx or SDK errors.
+
+    EchoError
+    ├── ConfigError                    invalid setting or file; the message names the field and the rule
+    │   └── ValvesManagedByFile        (config.live) the API may not change file-managed valves
+    ├── HookError                      a filter failed on a well-formed request (the hook answers 200 anyway)
+    │   └── DeadlineExceeded           a filter ran past its deadline valve
+    ├── StoreError                     (store.errors) .transient says whether to retry
+    │   ├── TransientStoreError        connection lost, serialization failure, timeouts
+    │   └── PermanentStoreError
+    │       ├── ConstraintViolation
+    │       ├── MigrationError
+    │       └── EmbeddedPostgresError
+    ├── JobError                       (jobs.errors) raised by job handlers
+    │   ├── RetryLater                 retry after a delay (counts as an attempt)
+    │   └── PermanentJobError          straight to dead-letter
+    │       └── UnknownJobKind
+    ├── LLMError                       (llm.errors) .retryable, .retry_after_s
+    │   ├── EmptyAnswer                no usable text; carries the trimmed response shape
+    │   └── InvalidJSON                JSON was asked for and the answer does not parse
+    ├── EmbeddingError                 (embeddings.base) .retryable, .retry_after_s
+    ├── VectorStoreError               (vectors.base) .retryable
+    │   └── DimensionMismatch          a collection's size differs from the embedder's
+    └── TokenizerUnavailable           (tokens) the packaged o200k_base file is missing or altered
 """
 
 from __future__ import annotations

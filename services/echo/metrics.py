@@ -10,13 +10,27 @@ from prometheus_client import Counter, Gauge, Histogram
 __all__ = [
     "CONFIG_LAST_RELOAD_OK",
     "CONFIG_RELOADS",
+    "EMBEDDING_ERRORS",
+    "EMBEDDING_LATENCY",
+    "EMBEDDING_TEXTS",
     "HOOK_FAILURES",
     "HOOK_LATENCY",
     "HOOK_REQUESTS",
+    "JOBS",
+    "JOBS_ENQUEUED",
+    "JOBS_PENDING",
+    "JOB_ATTEMPTS",
+    "JOB_DEAD_LETTERS",
+    "JOB_DURATION",
+    "LLM_CALLS",
     "LLM_LATENCY",
+    "LLM_OFFLINE",
+    "LLM_RETRIES",
     "LLM_TOKENS",
     "PIPE_REQUESTS",
     "SECRETS_MASKED",
+    "VECTOR_ERRORS",
+    "VECTOR_LATENCY",
 ]
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -67,4 +81,80 @@ LLM_TOKENS = Counter(
     "echo_llm_tokens_total",
     "LLM tokens by provider, model, purpose and direction (prompt|completion).",
     ["provider", "model", "purpose", "direction"],
+)
+LLM_CALLS = Counter(
+    "echo_llm_calls_total",
+    "Background LLM generations by provider, model, purpose and outcome (ok|error|empty|invalid_json).",
+    ["provider", "model", "purpose", "outcome"],
+)
+LLM_RETRIES = Counter(
+    "echo_llm_retries_total",
+    "LLM attempts retried, by provider, purpose and reason (HTTP status, timeout or transport).",
+    ["provider", "purpose", "reason"],
+)
+LLM_OFFLINE = Counter(
+    "echo_llm_offline_total",
+    "Generations answered by the offline heuristics (no LLM configured), by purpose.",
+    ["purpose"],
+)
+EMBEDDING_LATENCY = Histogram(
+    "echo_embedding_latency_seconds",
+    "Duration of one embedding batch (s): one /embeddings request or one local encode, by backend and model.",
+    ["backend", "model"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+EMBEDDING_TEXTS = Counter(
+    "echo_embedding_texts_total",
+    "Texts embedded, by backend (http|local) and model.",
+    ["backend", "model"],
+)
+EMBEDDING_ERRORS = Counter(
+    "echo_embedding_errors_total",
+    "Failed embedding attempts (retried or not) by backend and reason (429|5xx|timeout|malformed|…).",
+    ["backend", "reason"],
+)
+VECTOR_LATENCY = Histogram(
+    "echo_vector_latency_seconds",
+    "Duration of one vector-store operation (s), by operation (upsert|search|scroll|delete|…).",
+    ["operation"],
+    buckets=_LATENCY_BUCKETS,
+)
+VECTOR_ERRORS = Counter(
+    "echo_vector_errors_total",
+    "Failed vector-store operations, by operation and reason (unavailable|dimension|rejected|…).",
+    ["operation", "reason"],
+)
+
+# Job queue (echo.jobs). Depth gauges are refreshed by every worker from one count query (so a
+# dashboard or an HPA should take their max across pods, not their sum).
+JOBS = Gauge(
+    "echo_jobs",
+    "Jobs in the queue by kind and state (pending|running|done|dead), refreshed by the workers.",
+    ["kind", "state"],
+)
+JOBS_PENDING = Gauge(
+    "echo_jobs_pending",
+    "Jobs ready to run now (pending, due, or running with an expired lease) by kind: the HPA's signal.",
+    ["kind"],
+)
+JOBS_ENQUEUED = Counter(
+    "echo_jobs_enqueued_total",
+    "Enqueue calls by kind and result (created|existing: same idempotency key).",
+    ["kind", "result"],
+)
+JOB_DURATION = Histogram(
+    "echo_job_duration_seconds",
+    "Duration of one job attempt (s) by kind and outcome (done|retry|dead|released|lost).",
+    ["kind", "outcome"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0),
+)
+JOB_ATTEMPTS = Counter(
+    "echo_job_attempts_total",
+    "Job attempts started (claims) by kind.",
+    ["kind"],
+)
+JOB_DEAD_LETTERS = Counter(
+    "echo_job_dead_letters_total",
+    "Jobs moved to the dead-letter state by kind (attempts exhausted or a permanent error).",
+    ["kind"],
 )

@@ -7,11 +7,13 @@ It serves, under any API version segment (``v1``, ``v1beta``), the endpoints the
     POST /{version}/models/{model}:embedContent
     POST /{version}/models/{model}:batchEmbedContents             (what ``embed_content`` uses)
 
-Generation replies are scripted with ``reply_*`` and consumed first in, first out; any reply answers
-either a streamed or a plain call (a plain call gets the chunks merged into one response). With
-nothing scripted the server answers ``"echo: <last user text>"``. Embeddings are deterministic unit
-vectors derived from a hash of the text (see :func:`fake_embedding`). Every call is recorded in
-``requests``. Point the SDK at it with ``HttpOptions(base_url=fake.base_url)``.
+Generation replies are scripted with ``reply_*`` and consumed first in, first out (``delay_s`` makes
+one of them slow, ``latency_s`` every call); any reply answers either a streamed or a plain call (a
+plain call gets the chunks merged into one response). With nothing scripted the server answers
+``"echo: <last user text>"``. Embeddings are deterministic unit vectors derived from a hash of the
+text (see :func:`fake_embedding`). Every call is recorded in ``requests``; ``RecordedRequest`` reads
+its ``generationConfig`` (``response_mime_type``, ``response_schema``) for requests that asked for
+JSON. Point the SDK at it with ``HttpOptions(base_url=fake.base_url)``.
 """
 
 from __future__ import annotations
@@ -60,6 +62,22 @@ class RecordedRequest:
     body: JSON
     headers: dict[str, str]
 
+    @property
+    def generation_config(self) -> JSON:
+        """The request's ``generationConfig`` (camelCase keys as sent), empty when absent."""
+        config = self.body.get("generationConfig")
+        return config if isinstance(config, dict) else {}
+
+    @property
+    def response_mime_type(self) -> str | None:
+        return self.generation_config.get("responseMimeType")
+
+    @property
+    def response_schema(self) -> JSON | None:
+        """The ``responseSchema`` (or ``responseJsonSchema``) the caller asked the answer to follow."""
+        config = self.generation_config
+        return config.get("responseSchema") or config.get("responseJsonSchema")
+
 
 @dataclass(frozen=True)
 class _Reply:
@@ -67,6 +85,7 @@ class _Reply:
     usage: tuple[int, int] | None = None
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
 
 
 def fake_embedding(text: str, dim: int) -> list[float]:
@@ -216,14 +235,26 @@ class FakeGemini:
     # -- scripting -----------------------------------------------------------------------------------
 
     @property
+    def last_request(self) -> RecordedRequest:
+        """The most recent call received; ``AssertionError`` when there was none."""
+        with self._lock:
+            assert self.requests, "FakeGemini received no request"
+            return self.requests[-1]
+
+    @property
     def pending(self) -> int:
         """How many scripted replies are still waiting to be served."""
         with self._lock:
             return sum(len(q) for q in self._replies.values())
 
-    def reply_chunks(self, chunks: list[JSON], *, usage: tuple[int, int] | None = None) -> None:
-        """Scripts raw ``GenerateContentResponse`` objects (one SSE event each when streamed)."""
-        self._push("generate", _Reply(chunks=tuple(chunks), usage=usage))
+    def reply_chunks(
+        self, chunks: list[JSON], *, usage: tuple[int, int] | None = None, delay_s: float = 0.0
+    ) -> None:
+        """Scripts raw ``GenerateContentResponse`` objects (one SSE event each when streamed).
+
+        ``delay_s`` holds this one answer back (s), on top of ``latency_s``: a slow call among fast ones.
+        """
+        self._push("generate", _Reply(chunks=tuple(chunks), usage=usage, delay_s=delay_s))
 
     def reply_text(
         self,
@@ -233,15 +264,16 @@ class FakeGemini:
         thought_signature: bytes | str | None = None,
         usage: tuple[int, int] | None = None,
         finish_reason: str = "STOP",
+        delay_s: float = 0.0,
     ) -> None:
         """Scripts one answer; ``usage=(prompt, completion)``, or estimated from the texts when None."""
         parts = [_text_part(thought, thought=True)] if thought else []
         parts.append(_text_part(text, signature=thought_signature))
-        self.reply_chunks([_chunk(parts, finish_reason)], usage=usage)
+        self.reply_chunks([_chunk(parts, finish_reason)], usage=usage, delay_s=delay_s)
 
-    def reply_json(self, obj: Any, *, usage: tuple[int, int] | None = None) -> None:
+    def reply_json(self, obj: Any, *, usage: tuple[int, int] | None = None, delay_s: float = 0.0) -> None:
         """Scripts an answer whose text is ``obj`` serialised, as for a ``response_schema`` request."""
-        self.reply_text(json.dumps(obj), usage=usage)
+        self.reply_text(json.dumps(obj), usage=usage, delay_s=delay_s)
 
     def reply_function_call(
         self,
@@ -284,13 +316,14 @@ class FakeGemini:
         retry_after: float | None = None,
         *,
         on: Literal["generate", "embed"] = "generate",
+        delay_s: float = 0.0,
     ) -> None:
         """Scripts a Google-style error answer for the next generation (or embedding) call."""
         error = {
             "error": {"code": status, "message": message, "status": _STATUS_NAMES.get(status, "UNKNOWN")}
         }
         headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
-        self._push(on, _Reply(chunks=(error,), status=status, headers=headers))
+        self._push(on, _Reply(chunks=(error,), status=status, headers=headers, delay_s=delay_s))
 
     def _push(self, queue: str, reply: _Reply) -> None:
         with self._lock:
@@ -313,13 +346,15 @@ class FakeGemini:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         if method in ("embedContent", "batchEmbedContents"):
-            return self._embed(method, body)
+            return await self._embed(method, body)
         if method not in ("generateContent", "streamGenerateContent"):
             return JSONResponse(
                 {"error": {"code": 404, "message": f"unknown method {method!r}", "status": "NOT_FOUND"}},
                 status_code=404,
             )
         reply = self._pop("generate") or self._default_reply(body)
+        if reply.delay_s:
+            await asyncio.sleep(reply.delay_s)
         if reply.status != 200:
             return JSONResponse(reply.chunks[0], status_code=reply.status, headers=reply.headers)
         chunks = self._with_usage(reply, body)
@@ -336,8 +371,10 @@ class FakeGemini:
                 await asyncio.sleep(self.chunk_delay_s)
             yield f"data: {json.dumps(chunk)}\r\n\r\n".encode()
 
-    def _embed(self, method: str, body: JSON) -> Response:
+    async def _embed(self, method: str, body: JSON) -> Response:
         error = self._pop("embed")
+        if error is not None and error.delay_s:
+            await asyncio.sleep(error.delay_s)
         if error is not None:
             return JSONResponse(error.chunks[0], status_code=error.status, headers=error.headers)
         requests = body.get("requests", []) if method == "batchEmbedContents" else [body]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -54,11 +55,39 @@ def test_bad_valves_file_names_file_and_field(tmp_path: Path) -> None:
     assert "max_summary_tokens must be strictly below 80%" in result.output
 
 
-@pytest.mark.parametrize("command", ["worker", "operator", "migrate"])
-def test_commands_of_later_capabilities_say_so(command: str) -> None:
-    result = CliRunner().invoke(cli.main, [command])
+def test_replay_says_it_comes_with_the_rich_shadow() -> None:
+    result = CliRunner().invoke(cli.main, ["replay", "some-chat"])
     assert result.exit_code == 1
     assert "does not include yet" in result.output
+
+
+def test_operator_needs_a_scope() -> None:
+    result = CliRunner().invoke(cli.main, ["operator"])
+    assert result.exit_code == 2
+    assert "--all-namespaces" in result.output
+
+
+def test_migrate_and_worker_against_postgres() -> None:
+    from echo.store import tenancy, testing
+
+    dsn = testing.test_dsn()
+    reason = asyncio.run(testing.unreachable(dsn))
+    if reason:
+        pytest.skip(f"PostgreSQL is not reachable at {dsn}: {reason}")
+    tenant = testing.unique_tenant()
+    env = {"ECHO_DATABASE_URL": dsn, "ECHO_TENANT": tenant, "ECHO_WORKER_METRICS_PORT": "0"}
+    try:
+        first = CliRunner().invoke(cli.main, ["migrate"], env=env)
+        assert first.exit_code == 0, first.output
+        assert "applied 0001_jobs" in first.output
+        again = CliRunner().invoke(cli.main, ["migrate"], env=env)
+        assert "nothing to apply" in again.output
+        # No job kind has a handler in this version: the worker refuses instead of idling.
+        worker = CliRunner().invoke(cli.main, ["worker"], env=env)
+        assert worker.exit_code == 1
+        assert "no job handler is registered" in worker.output
+    finally:
+        asyncio.run(testing.drop_schema(dsn, tenancy.schema_for(tenant)))
 
 
 def _free_port() -> int:

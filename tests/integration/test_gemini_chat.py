@@ -17,17 +17,11 @@ from echo.llm.gemini_chat import ChatDelta, GeminiChat, LLMError
 pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession:DeprecationWarning")
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeGemini]:
-    with FakeGemini() as fake:
-        yield fake
-
-
 @pytest.fixture
-def fake(server: FakeGemini) -> Iterator[FakeGemini]:
-    server.reset()
-    yield server
-    server.reset()
+def fake() -> Iterator[FakeGemini]:
+    """A server per test: a transport's delayed retry in an earlier test never takes this test's replies."""
+    with FakeGemini() as server:
+        yield server
 
 
 @pytest.fixture(params=["aiohttp", "httpx2", "httpx"])

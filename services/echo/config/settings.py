@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 __all__ = ["Settings"]
@@ -20,16 +20,124 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         None, description="postgresql://… DSN; unset = embedded PostgreSQL under data_dir."
     )
+    tenant: str = Field(
+        "echo",
+        description="Tenant name (one EchoDeployment = one tenant); its data lives in PostgreSQL schema "
+        "`echo_<tenant>` ('-' as '_') and Qdrant collections `<tenant>__echo_memory|ephemeral`, so tenants "
+        "never share either. Default `echo`: the single tenant of an embedded install.",
+    )
+    database_pool_size: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="Most PostgreSQL connections of this process (connections). 10 covers a worker's "
+        "default concurrency plus its bookkeeping while N replicas stay under the server's default "
+        "max_connections of 100.",
+    )
+    database_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="Timeout to connect or to get a pooled connection (s); long enough for a server "
+        "restart or a failover, short enough for a readiness probe to notice.",
+    )
+    migrate_on_start: bool = Field(
+        True,
+        description="Apply pending migrations when a process opens the store (safe concurrently); "
+        "turn off when `echoctl migrate` runs as a separate deploy step.",
+    )
+    job_lease_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Lease of a claimed job (s), renewed every third of it while the job runs; a crashed "
+        "worker's job is re-delivered after at most this long. 30 s: a pod kill is noticed quickly, a "
+        "slow heartbeat (GC pause, busy loop) does not lose the lease.",
+    )
+    job_poll_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="Longest idle wait between two looks at the queue (s); NOTIFY wakes workers at once, "
+        "so this only bounds the delay when a notification is lost (listener reconnecting).",
+    )
+    job_grace_seconds: float = Field(
+        20.0,
+        ge=0,
+        description="On SIGTERM, how long running jobs may finish before their leases are released (s); "
+        "below Kubernetes' default terminationGracePeriodSeconds of 30.",
+    )
+    job_metrics_seconds: float = Field(
+        15.0,
+        gt=0,
+        description="How often a worker refreshes the queue-depth gauges (s): Prometheus' usual scrape "
+        "interval, so the HPA sees fresh numbers without a count query per scrape.",
+    )
+    worker_metrics_port: int = Field(
+        9101,
+        ge=0,
+        le=65535,
+        description="Port of `echoctl worker`'s /metrics (0 = none); 9101 avoids node-exporter's 9100 "
+        "on developer machines.",
+    )
     qdrant_url: str | None = Field(None, description="Qdrant server URL; unset = local mode.")
     qdrant_path: Path | None = Field(
         None, description="Qdrant local-mode directory; default data_dir/qdrant."
     )
     qdrant_api_key: SecretStr | None = Field(None, description="API key of an external Qdrant.")
+    qdrant_timeout_seconds: int = Field(
+        10,
+        ge=1,
+        description=(
+            "Timeout of one Qdrant request (s, whole seconds as the client takes them); a filtered"
+            " search answers in milliseconds, so 10 s only trips on a stuck server."
+        ),
+    )
     embedding_url: str | None = Field(
         None, description="Infinity/OpenAI-style base URL serving /embeddings; unset = local model."
     )
     embedding_model_path: Path | None = Field(
         None, description="Local sentence-transformers model directory; default the packaged MiniLM."
+    )
+    embedding_model: str | None = Field(
+        None,
+        description=(
+            "Model name sent to the embedding server; OpenAI-style servers need one, Infinity serving one"
+            " model ignores it; unset = not sent, the name is taken from the server's answer."
+        ),
+    )
+    embedding_api_key: SecretStr | None = Field(
+        None, description="Bearer key of the embedding server (Infinity --api-key); unset = none sent."
+    )
+    embedding_batch_size: int = Field(
+        32,
+        ge=1,
+        le=2048,
+        description=(
+            "Texts per /embeddings request or local encode call; 32 is Infinity's own batch size, so a"
+            " request fills one model batch and a query never queues behind more than one batch."
+        ),
+    )
+    embedding_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description=(
+            "Timeout of one /embeddings request (s); 32 long chunks on bge-m3 take a few seconds on a"
+            " GPU; hot-path callers hold their own, tighter deadline."
+        ),
+    )
+    embedding_max_attempts: int = Field(
+        4,
+        ge=1,
+        description=(
+            "Attempts per batch on 408/429/5xx, timeouts and transport errors (1 = no retry); 4 rides out"
+            " an overload or a dropped connection, and the job queue retries anything longer."
+        ),
+    )
+    embedding_retry_max_wait_seconds: float = Field(
+        10.0,
+        ge=0,
+        description=(
+            "Longest wait between two attempts (s), exponential backoff from 0.5 s; it also caps a"
+            " server's Retry-After so that a misbehaving server cannot park a worker."
+        ),
     )
     gemini_api_key: SecretStr | None = Field(
         None,
@@ -59,6 +167,51 @@ class Settings(BaseSettings):
         description="Gemini models served as pipe models `echo.<model>` (comma-separated).",
     )
     llm_timeout_seconds: float = Field(120.0, gt=0, description="Timeout of one LLM call (s).")
+    llm_provider: Literal["auto", "gemini", "openai", "offline"] = Field(
+        "auto",
+        description=(
+            "LLM of background work (summaries, distillation, merges): auto = Gemini when a Gemini key is"
+            " set, else offline heuristics; openai = any OpenAI-compatible endpoint at openai_base_url."
+        ),
+    )
+    llm_model: str = Field(
+        "gemini-2.5-flash",
+        min_length=1,
+        description=(
+            "Model of background work when a valve names none; gemini-2.5-flash is the seed's distillation"
+            " model (set e.g. deepseek-chat with llm_provider=openai)."
+        ),
+    )
+    openai_base_url: str | None = Field(
+        None,
+        description="OpenAI-compatible base URL, before /chat/completions (e.g. http://vllm:8000/v1).",
+    )
+    openai_api_key: SecretStr | None = Field(
+        None, description="Bearer key of the OpenAI-compatible endpoint; unset = none sent (a local vLLM)."
+    )
+    openai_json_mode: Literal["json_object", "json_schema"] = Field(
+        "json_object",
+        description=(
+            "How JSON answers are asked of the OpenAI-compatible endpoint: json_object is the mode every"
+            " such server (DeepSeek included) supports; json_schema makes vLLM enforce the schema."
+        ),
+    )
+    llm_max_retries: int = Field(
+        4,
+        ge=0,
+        description=(
+            "Retries of one LLM call on 408/429/5xx, timeouts and transport errors (count, after the first"
+            " attempt); 4 rides out a short overload, and the job queue retries anything longer."
+        ),
+    )
+    llm_retry_max_wait_seconds: float = Field(
+        60.0,
+        ge=0,
+        description=(
+            "Most time one LLM call spends waiting between retries, all waits together (s), Retry-After"
+            " included; 60 keeps a job from sitting on its lease; a longer Retry-After ends the retries."
+        ),
+    )
     otlp_endpoint: str | None = Field(
         None,
         validation_alias=AliasChoices("ECHO_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
@@ -82,6 +235,25 @@ class Settings(BaseSettings):
         if value and not value.startswith(("postgresql://", "postgres://")):
             raise ValueError("must be a postgresql:// DSN")
         return value
+
+    @field_validator("tenant")
+    @classmethod
+    def _safe_tenant(cls, value: str) -> str:
+        from echo.errors import ConfigError
+        from echo.store import tenancy
+
+        try:
+            return tenancy.validate_tenant(value)
+        except ConfigError as error:
+            raise ValueError(str(error).removeprefix("tenant: ")) from error
+
+    @model_validator(mode="after")
+    def _llm_provider_is_usable(self) -> Settings:
+        if self.llm_provider == "openai" and not self.openai_base_url:
+            raise ValueError("openai_base_url: required when llm_provider is openai (ECHO_OPENAI_BASE_URL)")
+        if self.llm_provider == "gemini" and self.gemini_api_key is None:
+            raise ValueError("gemini_api_key: required when llm_provider is gemini (ECHO_GEMINI_API_KEY)")
+        return self
 
     @field_validator("log_level", mode="before")
     @classmethod

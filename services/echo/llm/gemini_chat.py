@@ -6,12 +6,14 @@ reasons become OpenAI ones and usage is given in OpenAI keys. A stream yields th
 they arrive, then one last delta carrying ``finish_reason`` and ``usage``.
 
 Every failure of the call (API errors, transport errors, timeouts) surfaces as one ``LLMError``
-saying whether a retry may succeed (429, 408, 5xx, timeouts and connection failures).
+saying whether a retry may succeed (429, 408, 5xx, timeouts and connection failures);
+``LLMError`` lives in ``echo.llm.errors`` and is re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -20,10 +22,11 @@ from typing import Any, TypeVar
 from google import genai
 from google.genai import errors, types
 
-from echo.errors import EchoError
+from echo.llm.errors import LLMError
 from echo.llm.openai_to_gemini import gemini_model_id, to_gemini_request
+from echo.llm.retries import parse_retry_after
 
-__all__ = ["ChatDelta", "GeminiChat", "LLMError", "map_finish_reason", "map_usage"]
+__all__ = ["ChatDelta", "GeminiChat", "LLMError", "map_finish_reason", "map_usage", "translate_error"]
 
 
 def _optional(module: str, name: str) -> tuple[type[Exception], ...]:
@@ -60,24 +63,6 @@ _CONTENT_FILTER = frozenset(
         "IMAGE_RECITATION",
     }
 )
-
-
-class LLMError(EchoError):
-    """A language-model call failed. ``status`` is the HTTP status when the provider answered one."""
-
-    def __init__(
-        self,
-        message: str,
-        status: int | None = None,
-        retryable: bool = False,
-        *,
-        retry_after_s: float | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.retryable = retryable
-        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)
@@ -125,14 +110,10 @@ def _split(response: types.GenerateContentResponse) -> tuple[str, str, str | Non
 
 def _retry_after(exc: errors.APIError) -> float | None:
     headers = getattr(exc.response, "headers", None)
-    value = headers.get("retry-after") if headers is not None else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+    return parse_retry_after(headers.get("retry-after") if headers is not None else None)
 
 
-def _translate(exc: BaseException) -> LLMError | None:
+def translate_error(exc: BaseException) -> LLMError | None:
     """The domain error for an SDK or transport failure; None for anything else."""
     if isinstance(exc, errors.APIError):
         code = exc.code if isinstance(exc.code, int) else None
@@ -170,7 +151,7 @@ class GeminiChat:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            domain = _translate(exc)
+            domain = translate_error(exc)
             if domain is None:
                 raise
             raise domain from exc
@@ -207,7 +188,10 @@ class GeminiChat:
         finally:
             close = getattr(iterator, "aclose", None)
             if close is not None:
-                await close()  # releases the HTTP response when the consumer stops early
+                # Releases the HTTP response when the consumer stops early. The SDK's aiohttp stream
+                # may still be finishing its own step then; it is released with the session instead.
+                with contextlib.suppress(RuntimeError):
+                    await close()
         yield ChatDelta(finish_reason=map_finish_reason(reason), usage=usage)
 
     async def aclose(self) -> None:

@@ -1,0 +1,154 @@
+"""What the handlers do with a tenant's children: apply, prune, observe (through `apply.Kube`)."""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import kopf
+
+from echo_operator import apply, metrics, render, render_config, status
+from echo_operator import spec as spec_module
+from echo_operator import tenant as tenant_module
+from echo_operator.tenant import Tenant
+
+__all__ = [
+    "available_apis",
+    "ensure_api_key",
+    "now",
+    "observe_tenant",
+    "prune",
+    "refresh_status",
+    "sync",
+]
+
+Identity = tuple[str, str, str]
+OWNER_API = "echo.dev/v1alpha1"
+OWNER_KIND = "EchoDeployment"
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def available_apis(kube: apply.Kube) -> frozenset[str]:
+    """The optional add-on APIs (Prometheus Operator, KEDA) this cluster serves."""
+    return frozenset([api for api in sorted(apply.OPTIONAL_APIS) if await kube.has_api(api)])
+
+
+async def ensure_api_key(kube: apply.Kube, tenant: Tenant, owner: Mapping[str, Any]) -> Identity:
+    """Create the generated API key Secret once; an existing one is never rewritten."""
+    name = tenant.generated_api_key_secret
+    if await kube.get("v1", "Secret", tenant.namespace, name) is None:
+        secret = render_config.api_key_secret(tenant, secrets.token_urlsafe(32))
+        kopf.adopt(secret, owner=owner)  # type: ignore[arg-type]
+        try:
+            await kube.create(secret)
+        except apply.ApiError as error:
+            if error.status != 409:
+                raise
+    return ("v1", "Secret", name)
+
+
+def _owned_by(obj: Mapping[str, Any], name: str) -> bool:
+    """Not owned by anything else: no ownerReferences, or one to EchoDeployment `name`."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return not refs or any(r.get("kind") == OWNER_KIND and r.get("name") == name for r in refs)
+
+
+async def prune(
+    kube: apply.Kube, namespace: str, name: str, keep: Iterable[Identity], apis: Iterable[str]
+) -> list[Identity]:
+    """Delete the labelled children of `name` that are not in `keep`; return what went."""
+    keep, apis = set(keep), set(apis)
+    labels = {tenant_module.INSTANCE: name, tenant_module.MANAGED_BY: tenant_module.OPERATOR}
+    deleted = []
+    for api_version, kind in apply.CHILD_KINDS:
+        if api_version in apply.OPTIONAL_APIS and api_version not in apis:
+            continue
+        for obj in await kube.list(api_version, kind, namespace, labels):
+            identity = (api_version, kind, obj["metadata"]["name"])
+            if identity in keep or not _owned_by(obj, name):
+                continue
+            if await kube.delete(api_version, kind, namespace, identity[2]):
+                metrics.PRUNED.labels(kind).inc()
+                deleted.append(identity)
+    return deleted
+
+
+async def sync(
+    kube: apply.Kube,
+    tenant: Tenant,
+    owner: Mapping[str, Any],
+    *,
+    dashboards: Mapping[str, str],
+    logger: Any,
+) -> list[Identity]:
+    """Apply every child the spec wants (adopted by `owner`), prune the rest; return the pruned."""
+    apis = await available_apis(kube)
+    manifests = []
+    for manifest in render.render_tenant(tenant, dashboards=dashboards):
+        if manifest["apiVersion"] in apply.OPTIONAL_APIS and manifest["apiVersion"] not in apis:
+            logger.warning(
+                f"{manifest['kind']} {manifest['metadata']['name']} skipped: "
+                f"{manifest['apiVersion']} is not served by this cluster"
+            )
+            continue
+        manifests.append(manifest)
+    keep = {render.identity(m) for m in manifests}
+    if tenant.spec.hooks.api_key_secret_ref is None:
+        keep.add(await ensure_api_key(kube, tenant, owner))
+    kopf.adopt(manifests, owner=owner)  # type: ignore[arg-type]
+    for manifest in manifests:
+        try:
+            await kube.apply(manifest)
+        except apply.ApiError as error:
+            if error.status not in (400, 422):
+                raise
+            what = f"{manifest['kind']} {manifest['metadata']['name']}"
+            raise apply.ChildRejected(f"{what} was refused: {error.message or error}") from error
+    return await prune(kube, tenant.namespace, tenant.name, keep, apis)
+
+
+async def observe_tenant(kube: apply.Kube, tenant: Tenant) -> dict[str, status.Observation]:
+    out = {}
+    for condition, workload in status.workloads(tenant).items():
+        obj = (
+            None
+            if workload is None
+            else await kube.get("apps/v1", workload.kind, tenant.namespace, workload.name)
+        )
+        out[condition] = status.observe(workload, obj)
+    return out
+
+
+async def refresh_status(kube: apply.Kube, namespace: str, name: str) -> bool:
+    """Recompute an EchoDeployment's status from its children; patch it if it changed."""
+    owner = await kube.get(OWNER_API, OWNER_KIND, namespace, name)
+    if owner is None or (owner.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    try:
+        tenant = Tenant(name, namespace, spec_module.parse_spec(name, owner.get("spec") or {}))
+    except spec_module.InvalidSpec:
+        return False  # the reconcile handler has said why in the status
+    old: dict[str, Any] = owner.get("status") or {}
+    previous = _conditions(old)
+    new = status.build_status(
+        tenant,
+        await observe_tenant(kube, tenant),
+        generation=old.get("observedGeneration"),
+        previous=previous,
+        now=now(),
+    )
+    new = status.keep_blocked_ready(new, previous)
+    if all(old.get(key) == value for key, value in new.items()):
+        return False
+    await kube.patch_status(OWNER_API, OWNER_KIND, namespace, name, new)
+    return True
+
+
+def _conditions(status_body: Mapping[str, Any]) -> Sequence[Mapping[str, Any]] | None:
+    conditions = status_body.get("conditions")
+    return conditions if isinstance(conditions, list) else None

@@ -1,0 +1,125 @@
+"""The kopf handlers, thin: validate, render, apply, prune, write status.
+
+`build_registry()` returns a fresh kopf registry holding them (nothing registers at import), so
+the CLI and the tests each run their own. The memo carries `config` (settings.OperatorConfig,
+given by the caller) and `kube` (apply.Kube, connected in on.startup).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from echo_operator import apply, children, crd, metrics, status
+from echo_operator import settings as settings_module
+from echo_operator import spec as spec_module
+from echo_operator import tenant as tenant_module
+from echo_operator.tenant import Tenant
+
+__all__ = ["build_registry"]
+
+
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: Any, **_: Any) -> None:
+    config: settings_module.OperatorConfig = memo.config
+    settings_module.configure(settings, config)
+    memo.kube = await apply.Kube.connect(config.kubeconfig, request_timeout=config.request_timeout)
+    logger.info(f"echo-operator ready: finalizer {config.finalizer}, storage prefix {config.storage_prefix}")
+
+
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    kube = memo.get("kube")
+    if kube is not None:
+        await kube.close()
+
+
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """In a pod the service account, else $KUBECONFIG or ~/.kube/config (read at login time)."""
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+
+async def liveness(memo: kopf.Memo, **_: Any) -> dict[str, Any]:
+    """Reported at the --liveness endpoint; kopf answers it only while its loop is alive."""
+    return {"kube": "connected" if memo.get("kube") is not None else "starting"}
+
+
+async def reconcile(
+    name: str,
+    namespace: str,
+    spec: Any,
+    body: kopf.Body,
+    meta: Any,
+    patch: kopf.Patch,
+    memo: kopf.Memo,
+    logger: Any,
+    **_: Any,
+) -> None:
+    """Create, update and resume: make the children what the spec says, then report status."""
+    with metrics.observe("reconcile"):
+        generation = meta.get("generation")
+        previous = (body.get("status") or {}).get("conditions")
+        try:
+            tenant = Tenant(name, namespace, spec_module.parse_spec(name, dict(spec)))
+        except spec_module.InvalidSpec as error:
+            invalid = status.invalid_status(
+                str(error), generation=generation, previous=previous, now=children.now()
+            )
+            patch.status.update(invalid)
+            raise kopf.PermanentError(f"invalid spec: {error}") from error
+        kube: apply.Kube = memo.kube
+        try:
+            pruned = await children.sync(kube, tenant, body, dashboards=memo.config.dashboards, logger=logger)
+        except apply.ChildRejected as error:
+            refused = status.invalid_status(
+                str(error),
+                generation=generation,
+                previous=previous,
+                now=children.now(),
+                reason="ChildRejected",
+            )
+            patch.status.update(refused)
+            raise kopf.PermanentError(str(error)) from error
+        if pruned:
+            logger.info("pruned " + ", ".join(f"{kind} {child}" for _, kind, child in pruned))
+        observations = await children.observe_tenant(kube, tenant)
+        patch.status.update(
+            status.build_status(
+                tenant, observations, generation=generation, previous=previous, now=children.now()
+            )
+        )
+
+
+async def delete(name: str, namespace: str, memo: kopf.Memo, logger: Any, **_: Any) -> None:
+    """Delete every labelled child now (garbage collection would too, later); PVCs follow retainOnDelete."""
+    with metrics.observe("delete"):
+        kube: apply.Kube = memo.kube
+        gone = await children.prune(kube, namespace, name, (), await children.available_apis(kube))
+        logger.info(f"deleted {len(gone)} children")
+
+
+async def child_event(namespace: str, labels: Any, memo: kopf.Memo, **_: Any) -> None:
+    """A Deployment or StatefulSet of ours changed: refresh its EchoDeployment's conditions."""
+    kube = memo.get("kube")
+    if kube is None:
+        return
+    with metrics.observe("status"):
+        await children.refresh_status(kube, namespace, labels[tenant_module.INSTANCE])
+
+
+def build_registry() -> kopf.OperatorRegistry:
+    """A registry with every handler of the operator."""
+    registry = kopf.OperatorRegistry()
+    resource = (crd.GROUP, crd.VERSION, crd.PLURAL)
+    kopf.on.startup(registry=registry)(startup)
+    kopf.on.cleanup(registry=registry)(cleanup)
+    kopf.on.login(registry=registry)(login)
+    kopf.on.probe(id="operator", registry=registry)(liveness)
+    for decorator in (kopf.on.resume, kopf.on.create, kopf.on.update):
+        decorator(*resource, id="reconcile", registry=registry)(reconcile)
+    kopf.on.delete(*resource, id="delete", registry=registry)(delete)
+    owned = {tenant_module.MANAGED_BY: tenant_module.OPERATOR, tenant_module.INSTANCE: kopf.PRESENT}
+    for plural in ("deployments", "statefulsets"):
+        kopf.on.event("apps", "v1", plural, id=f"{plural}-status", labels=owned, registry=registry)(
+            child_event
+        )
+    return registry

@@ -1,0 +1,156 @@
+"""Pod building blocks shared by every workload: secure defaults, volumes, the ECHO_* env. Pure.
+
+Every pod runs as non-root with a read-only root filesystem (an emptyDir for /tmp), no
+capabilities, no privilege escalation, the RuntimeDefault seccomp profile and no service account
+token (DESIGN §7); the services need no Kubernetes API access.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from echo_operator import shapes
+from echo_operator import spec as spec_module
+from echo_operator import tenant as tenant_module
+from echo_operator.tenant import Tenant
+
+__all__ = [
+    "ECHO_UID",
+    "container_security",
+    "echo_env",
+    "echo_volume_mounts",
+    "echo_volumes",
+    "env",
+    "pod_spec",
+    "resources",
+    "secret_env",
+]
+
+ECHO_UID = 10001
+DATA_DIR = "/var/lib/echo"
+Manifest = dict[str, Any]
+
+
+def container_security() -> Manifest:
+    return {
+        "runAsNonRoot": True,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def pod_spec(
+    tenant: Tenant, containers: list[Manifest], volumes: list[Manifest], *, uid: int = ECHO_UID, **extra: Any
+) -> Manifest:
+    """A pod spec with the secure defaults and a /tmp emptyDir added to every container."""
+    for container in containers:
+        container["securityContext"] = container_security()
+        mounts = container.setdefault("volumeMounts", [])
+        mounts.insert(0, {"name": "tmp", "mountPath": "/tmp"})
+        container["imagePullPolicy"] = tenant.spec.images.pull_policy
+    spec: Manifest = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": uid,
+            "runAsGroup": uid,
+            "fsGroup": uid,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": containers,
+        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}, *volumes],
+        **extra,
+    }
+    if tenant.spec.images.pull_secrets:
+        spec["imagePullSecrets"] = [{"name": name} for name in tenant.spec.images.pull_secrets]
+    return spec
+
+
+def resources(given: shapes.Resources | None, default: Manifest) -> Manifest:
+    """The container resources: the spec's when given, else the component's default."""
+    if given is None or (given.requests is None and given.limits is None):
+        return default
+    out: Manifest = {}
+    if given.requests:
+        out["requests"] = dict(given.requests)
+    if given.limits:
+        out["limits"] = dict(given.limits)
+    return out
+
+
+def env(name: str, value: str) -> Manifest:
+    return {"name": name, "value": value}
+
+
+def secret_env(name: str, secret: str, key: str) -> Manifest:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def echo_env(tenant: Tenant) -> list[Manifest]:
+    """The ECHO_* environment of echo-hooks and echo-distiller (DESIGN §3)."""
+    spec = tenant.spec
+    dsn = spec.database.dsn_secret_ref
+    out = [
+        env("ECHO_TENANT", tenant.name),
+        env("ECHO_QDRANT_TENANT", tenant.name),
+        env("ECHO_DATA_DIR", DATA_DIR),
+        env("ECHO_LOG_LEVEL", spec.log_level),
+        env("ECHO_LOG_FORMAT", "json"),
+        secret_env("ECHO_DATABASE_URL", dsn.name, dsn.key),
+        env("ECHO_QDRANT_URL", tenant.qdrant_url),
+        env("ECHO_EMBEDDING_URL", tenant.embedding_url),
+        env("ECHO_EMBEDDING_MODEL", spec.embedding.model),
+        env("ECHO_EMBEDDING_DIMENSION", str(spec.embedding.dimension)),
+        env("ECHO_VALVES_FILE", f"{tenant_module.VALVES_DIR}/{tenant.valves_ref[1]}"),
+        env("ECHO_MODEL_THRESHOLDS_FILE", f"{tenant_module.THRESHOLDS_DIR}/{tenant.thresholds_ref[1]}"),
+    ]
+    if spec.qdrant.api_key_secret_ref:
+        out.append(secret_env("ECHO_QDRANT_API_KEY", *_ref(spec.qdrant.api_key_secret_ref)))
+    out += _llm_env(spec)
+    if spec.openwebui and spec.openwebui.url:
+        out.append(env("ECHO_OPENWEBUI_URL", spec.openwebui.url))
+        if spec.openwebui.api_key_secret_ref:
+            out.append(secret_env("ECHO_OPENWEBUI_API_KEY", *_ref(spec.openwebui.api_key_secret_ref)))
+    return out
+
+
+def _ref(ref: shapes.SecretKeyRef) -> tuple[str, str]:
+    return ref.name, ref.key
+
+
+def _llm_env(spec: spec_module.EchoDeploymentSpec) -> list[Manifest]:
+    llm = spec.llm
+    out = [env("ECHO_LLM_PROVIDER", llm.provider)]
+    if llm.models:
+        out.append(env("ECHO_LLM_MODEL", llm.models[0]))
+    prefix = {"gemini": "ECHO_GEMINI", "openai": "ECHO_OPENAI"}.get(llm.provider)
+    if prefix is None:
+        return out
+    if llm.provider == "gemini":
+        out.append(env("ECHO_PIPE_MODELS", ",".join(llm.models)))
+    if llm.api_key_secret_ref:
+        out.append(secret_env(f"{prefix}_API_KEY", *_ref(llm.api_key_secret_ref)))
+    if llm.base_url:
+        out.append(env(f"{prefix}_BASE_URL", llm.base_url))
+    return out
+
+
+def echo_volumes(tenant: Tenant) -> list[Manifest]:
+    """The data emptyDir and the two config ConfigMaps (mounted whole, so updates hot-reload)."""
+    return [
+        {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
+        {"name": "valves", "configMap": {"name": tenant.valves_ref[0]}},
+        {"name": "model-thresholds", "configMap": {"name": tenant.thresholds_ref[0]}},
+    ]
+
+
+def echo_volume_mounts() -> list[Manifest]:
+    return [
+        {"name": "data", "mountPath": DATA_DIR},
+        {"name": "valves", "mountPath": tenant_module.VALVES_DIR, "readOnly": True},
+        {"name": "model-thresholds", "mountPath": tenant_module.THRESHOLDS_DIR, "readOnly": True},
+    ]

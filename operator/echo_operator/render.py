@@ -1,0 +1,58 @@
+"""`render(name, namespace, spec) -> manifests`: everything one EchoDeployment wants. Pure.
+
+No I/O, no clock, no randomness: the same input gives the same list, in a stable order
+(config first, so pods find their ConfigMaps). The handlers add ownerReferences (kopf.adopt),
+apply the list with server-side apply and prune labelled children that are not in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from echo_operator import (
+    render_config,
+    render_distiller,
+    render_embedding,
+    render_hooks,
+    render_monitoring,
+    render_network,
+    render_qdrant,
+)
+from echo_operator import spec as spec_module
+from echo_operator.tenant import Tenant
+
+__all__ = ["InvalidSpec", "Manifest", "identity", "render", "render_tenant"]
+
+Manifest = dict[str, Any]
+InvalidSpec = spec_module.InvalidSpec
+
+
+def render_tenant(tenant: Tenant, *, dashboards: Mapping[str, str] | None = None) -> list[Manifest]:
+    """The children of a parsed tenant."""
+    return [
+        *render_config.render_config(tenant),
+        *render_qdrant.render_qdrant(tenant),
+        *render_embedding.render_embedding(tenant),
+        *render_hooks.render_hooks(tenant),
+        *render_distiller.render_distiller(tenant),
+        *render_network.render_network(tenant),
+        *render_monitoring.render_monitoring(tenant, dashboards or {}),
+    ]
+
+
+def render(
+    name: str, namespace: str, spec: Mapping[str, Any], *, dashboards: Mapping[str, str] | None = None
+) -> list[Manifest]:
+    """The child manifests of EchoDeployment `namespace/name`; InvalidSpec names what is wrong.
+
+    `dashboards` maps a file name to Grafana dashboard JSON (loaded by the operator at startup);
+    it is used only when `spec.monitoring.dashboards` is on.
+    """
+    tenant = Tenant(name=name, namespace=namespace, spec=spec_module.parse_spec(name, spec))
+    return render_tenant(tenant, dashboards=dashboards)
+
+
+def identity(manifest: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(apiVersion, kind, name): how children are told apart when pruning."""
+    return manifest["apiVersion"], manifest["kind"], manifest["metadata"]["name"]

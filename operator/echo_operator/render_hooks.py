@@ -1,0 +1,130 @@
+"""echo-hooks children: Deployment, Service (:9099), PodDisruptionBudget, optional CPU HPA. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from echo_operator import pods
+from echo_operator.tenant import HOOKS_PORT, Tenant
+
+__all__ = ["render_hooks"]
+
+Manifest = dict[str, Any]
+COMPONENT = "hooks"
+DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+
+
+def _probe(path: str, period: int, failures: int) -> Manifest:
+    return {
+        "httpGet": {"path": path, "port": "http"},
+        "periodSeconds": period,
+        "timeoutSeconds": 2,
+        "failureThreshold": failures,
+    }
+
+
+def _deployment(tenant: Tenant) -> Manifest:
+    hooks = tenant.spec.hooks
+    name, key = tenant.api_key_ref
+    container = {
+        "name": COMPONENT,
+        "image": tenant.image(hooks.image, "echo"),
+        "command": ["echoctl"],
+        "args": ["serve"],
+        "ports": [{"name": "http", "containerPort": HOOKS_PORT, "protocol": "TCP"}],
+        "env": [
+            *pods.echo_env(tenant),
+            pods.env("ECHO_HOST", "0.0.0.0"),
+            pods.env("ECHO_PORT", str(HOOKS_PORT)),
+            pods.secret_env("ECHO_API_KEY", name, key),
+        ],
+        "startupProbe": _probe("/healthz", 2, 30),
+        "livenessProbe": _probe("/healthz", 10, 3),
+        "readinessProbe": _probe("/readyz", 5, 3),
+        "resources": pods.resources(hooks.resources, DEFAULT_RESOURCES),
+        "volumeMounts": pods.echo_volume_mounts(),
+    }
+    spec: Manifest = {
+        "revisionHistoryLimit": 5,
+        "selector": {"matchLabels": tenant.selector(COMPONENT)},
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+        "template": {
+            "metadata": {"labels": tenant.labels(COMPONENT)},
+            "spec": pods.pod_spec(
+                tenant, [container], pods.echo_volumes(tenant), terminationGracePeriodSeconds=30
+            ),
+        },
+    }
+    if not hooks.autoscaling.enabled:  # with an HPA the replica count is the HPA's field, not ours
+        spec = {"replicas": hooks.replicas, **spec}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
+        "spec": spec,
+    }
+
+
+def _service(tenant: Tenant) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
+        "spec": {
+            "type": tenant.spec.hooks.service_type,
+            "selector": tenant.selector(COMPONENT),
+            "ports": [{"name": "http", "port": HOOKS_PORT, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def _pdb(tenant: Tenant) -> Manifest:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
+        "spec": {
+            "maxUnavailable": tenant.spec.hooks.pod_disruption_budget.max_unavailable,
+            "selector": {"matchLabels": tenant.selector(COMPONENT)},
+        },
+    }
+
+
+def _hpa(tenant: Tenant) -> Manifest:
+    autoscaling = tenant.spec.hooks.autoscaling
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
+        "spec": {
+            "scaleTargetRef": {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "name": tenant.child(COMPONENT),
+            },
+            "minReplicas": autoscaling.min_replicas,
+            "maxReplicas": autoscaling.max_replicas,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {
+                            "type": "Utilization",
+                            "averageUtilization": autoscaling.target_cpu_utilization,
+                        },
+                    },
+                }
+            ],
+        },
+    }
+
+
+def render_hooks(tenant: Tenant) -> list[Manifest]:
+    hooks = tenant.spec.hooks
+    out = [_deployment(tenant), _service(tenant)]
+    if hooks.pod_disruption_budget.enabled:
+        out.append(_pdb(tenant))
+    if hooks.autoscaling.enabled:
+        out.append(_hpa(tenant))
+    return out

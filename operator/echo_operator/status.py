@@ -1,0 +1,156 @@
+"""Status of an EchoDeployment from its children's real state. Pure (the clock is an argument).
+
+One condition per component (`HooksReady`, `DistillerReady`, `EmbeddingReady`, `QdrantReady`)
+and a summary `Ready`; a condition keeps its lastTransitionTime while its status is unchanged.
+An external embedding server or Qdrant counts as ready with reason `External`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from echo_operator.tenant import Tenant
+
+__all__ = [
+    "BLOCKING_REASONS",
+    "COMPONENT_CONDITIONS",
+    "Observation",
+    "Workload",
+    "build_status",
+    "invalid_status",
+    "keep_blocked_ready",
+    "merge_conditions",
+    "observe",
+    "workloads",
+]
+
+COMPONENT_CONDITIONS = ("HooksReady", "DistillerReady", "EmbeddingReady", "QdrantReady")
+BLOCKING_REASONS = frozenset({"InvalidSpec", "ChildRejected"})
+"""Reasons of a Ready=False that only a change of the spec can clear."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The child whose readiness a condition reports (None for an external service)."""
+
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    ready: bool
+    reason: str
+    message: str
+
+
+def workloads(tenant: Tenant) -> dict[str, Workload | None]:
+    """Condition type -> the Deployment/StatefulSet behind it, or None when external."""
+    spec = tenant.spec
+    return {
+        "HooksReady": Workload("Deployment", tenant.child("hooks")),
+        "DistillerReady": Workload("Deployment", tenant.child("distiller")),
+        "EmbeddingReady": None
+        if spec.embedding.external_url
+        else Workload("Deployment", tenant.child("embedding")),
+        "QdrantReady": None
+        if spec.qdrant.managed is None
+        else Workload("StatefulSet", tenant.child("qdrant")),
+    }
+
+
+def observe(workload: Workload | None, obj: Mapping[str, Any] | None) -> Observation:
+    """Readiness of one child from its status (readyReplicas vs replicas, rollout caught up)."""
+    if workload is None:
+        return Observation(True, "External", "an external service is configured")
+    if obj is None:
+        return Observation(False, "NotFound", f"{workload.kind} {workload.name} does not exist yet")
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    desired = spec.get("replicas", 1)
+    ready = status.get("readyReplicas", 0)
+    generation = (obj.get("metadata") or {}).get("generation")
+    observed = status.get("observedGeneration")
+    if generation is not None and observed is not None and observed < generation:
+        return Observation(False, "Progressing", f"{workload.kind} {workload.name} is rolling out")
+    if desired == 0:
+        return Observation(True, "ScaledToZero", f"{workload.kind} {workload.name} has 0 replicas wanted")
+    if ready >= desired:
+        return Observation(True, "Available", f"{ready}/{desired} replicas ready")
+    return Observation(False, "Unavailable", f"{ready}/{desired} replicas ready")
+
+
+def _condition(
+    kind: str, ready: bool | None, reason: str, message: str, generation: int | None, now: str
+) -> dict[str, Any]:
+    status = "Unknown" if ready is None else "True" if ready else "False"
+    out = {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": now}
+    if generation is not None:
+        out["observedGeneration"] = generation
+    return out
+
+
+def merge_conditions(
+    new: Sequence[dict[str, Any]], previous: Sequence[Mapping[str, Any]] | None
+) -> list[dict[str, Any]]:
+    """The new conditions, each keeping its previous lastTransitionTime if its status is unchanged."""
+    before = {c.get("type"): c for c in previous or ()}
+    out = []
+    for condition in new:
+        old = before.get(condition["type"])
+        if old is not None and old.get("status") == condition["status"] and old.get("lastTransitionTime"):
+            condition = {**condition, "lastTransitionTime": old["lastTransitionTime"]}
+        out.append(condition)
+    return out
+
+
+def build_status(
+    tenant: Tenant,
+    observations: Mapping[str, Observation],
+    *,
+    generation: int | None,
+    previous: Sequence[Mapping[str, Any]] | None,
+    now: str,
+) -> dict[str, Any]:
+    """The status subresource: per-component conditions, the summary Ready, the hooks endpoint."""
+    conditions = [
+        _condition(kind, obs.ready, obs.reason, obs.message, generation, now)
+        for kind, obs in ((kind, observations[kind]) for kind in COMPONENT_CONDITIONS)
+    ]
+    waiting = [f"{c['type']} ({c['message']})" for c in conditions if c["status"] != "True"]
+    if waiting:
+        ready = _condition(
+            "Ready", False, "ComponentsNotReady", "not ready: " + "; ".join(waiting), generation, now
+        )
+    else:
+        ready = _condition("Ready", True, "AllComponentsReady", "every component is ready", generation, now)
+    return {
+        "observedGeneration": generation,
+        "hooksEndpoint": tenant.hooks_endpoint,
+        "conditions": merge_conditions([ready, *conditions], previous),
+    }
+
+
+def invalid_status(
+    message: str,
+    *,
+    generation: int | None,
+    previous: Sequence[Mapping[str, Any]] | None,
+    now: str,
+    reason: str = "InvalidSpec",
+) -> dict[str, Any]:
+    """Ready=False with the reason (InvalidSpec, ChildRejected) and the message; component conditions
+    are kept as they were."""
+    ready = _condition("Ready", False, reason, message, generation, now)
+    kept = [dict(c) for c in previous or () if c.get("type") != "Ready"]
+    return {"observedGeneration": generation, "conditions": merge_conditions([ready, *kept], previous)}
+
+
+def keep_blocked_ready(new: dict[str, Any], previous: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
+    """`new`, but a previous Ready=False with a blocking reason stays (a child's event cannot clear it)."""
+    old = next((c for c in previous or () if c.get("type") == "Ready"), None)
+    if old is None or old.get("reason") not in BLOCKING_REASONS:
+        return new
+    conditions = [dict(old) if c["type"] == "Ready" else c for c in new["conditions"]]
+    return {**new, "conditions": conditions}

@@ -1,0 +1,20 @@
+"""Queue depth as Prometheus gauges: `echo_jobs{kind,state}` and `echo_jobs_pending{kind}`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from echo import metrics
+from echo.jobs import domain, queue
+
+__all__ = ["refresh_gauges"]
+
+
+async def refresh_gauges(jobs: queue.JobQueue, kinds: Iterable[str] = ()) -> None:
+    """Set the gauges from one count query; `kinds` (those a worker runs) are shown at 0 when empty."""
+    depths = await jobs.depths()
+    counts = {(depth.kind, depth.state): depth.jobs for depth in depths}
+    for kind in set(kinds) | {depth.kind for depth in depths}:
+        for state in domain.JobState:
+            metrics.JOBS.labels(kind, state.value).set(counts.get((kind, state), 0))
+        metrics.JOBS_PENDING.labels(kind).set(sum(d.ready for d in depths if d.kind == kind))

@@ -1,0 +1,68 @@
+"""One attempt of a job: its handler run in a trace span, what it raised turned into a transition,
+and the outcome counted and logged. Cancellation (a stop, a lost lease) passes through untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import structlog
+from opentelemetry import propagate, trace
+
+from echo import metrics
+from echo.jobs import domain, errors, registry
+
+__all__ = ["attempt", "job_span", "record"]
+
+
+@contextmanager
+def job_span(job: domain.Job) -> Iterator[trace.Span]:
+    """A consumer span for one attempt, parented on the job's W3C traceparent when it has one."""
+    parent = propagate.extract({"traceparent": job.traceparent}) if job.traceparent else None
+    with trace.get_tracer("echo.jobs").start_as_current_span(
+        f"job {job.kind}",
+        context=parent,
+        kind=trace.SpanKind.CONSUMER,
+        attributes={"echo.job.id": job.id, "echo.job.kind": job.kind, "echo.job.attempt": job.attempts},
+    ) as span:
+        yield span
+
+
+async def attempt(job: domain.Job, spec: registry.HandlerSpec, draw: float) -> domain.Transition:
+    """Run the handler once; the transition its outcome calls for under the kind's policy."""
+    try:
+        with job_span(job):
+            await spec.handler(job)
+        outcome: domain.Outcome = domain.Succeeded()
+    except errors.RetryLater as error:
+        outcome = domain.Failed(domain.describe_error(error), retry_after=error.delay_seconds)
+    except errors.PermanentJobError as error:
+        outcome = domain.Failed(domain.describe_error(error), permanent=True)
+    except Exception as error:  # anything else is transient: retried with backoff
+        outcome = domain.Failed(domain.describe_error(error))
+    return domain.after_attempt(job.attempts, spec.policy, outcome, draw)
+
+
+def record(
+    job: domain.Job,
+    transition: domain.Transition,
+    stored: bool,
+    seconds: float,
+    log: structlog.typing.FilteringBoundLogger,
+) -> None:
+    """Count and log an attempt's outcome (done|retry|dead, or lost when it could not be stored)."""
+    if not stored:
+        label = "lost"
+        log.warning("job_outcome_lost", detail="lease taken over or store unreachable")
+    elif transition.state is domain.JobState.DONE:
+        label = "done"
+        log.info("job_done", seconds=round(seconds, 3))
+    elif transition.state is domain.JobState.DEAD:
+        label = "dead"
+        metrics.JOB_DEAD_LETTERS.labels(job.kind).inc()
+        log.error("job_dead", error=transition.last_error)
+    else:
+        label = "retry"
+        log.warning("job_retry", error=transition.last_error, delay=round(transition.delay_seconds, 3))
+    metrics.JOB_DURATION.labels(job.kind, label).observe(seconds)

@@ -1,0 +1,52 @@
+"""The job kinds of ECHO and the policy each runs under by default.
+
+Every slow step of a chat turn is one of these (DESIGN §5). A kind is a metric label and part of
+the idempotency key's scope: `(kind, idempotency_key)` is unique in a tenant.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from echo.jobs import domain
+
+if TYPE_CHECKING:
+    from echo.config.settings import Settings
+    from echo.jobs.registry import Registry
+    from echo.store.pool import Store
+
+__all__ = ["DISTILL", "MAP_REDUCE", "MERGE", "POLICIES", "SUMMARY", "builtin_registry", "default_policy"]
+
+SUMMARY = "summary"  # compress a conversation prefix into a summary (seed 002)
+DISTILL = "distill"  # distill memories from a window of turns (seed 000, memory filter)
+MAP_REDUCE = "map_reduce"  # summarise a big attachment chunk by chunk (seed 000, context filter)
+MERGE = "merge"  # merge near-duplicate memories
+
+# LLM-bound kinds: 5 attempts ride out a provider incident of several minutes with the default backoff
+# (5, 10, 20, 40 s); map-reduce jobs are long and memory-hungry, so fewer at once and fewer retries.
+POLICIES = MappingProxyType(
+    {
+        SUMMARY: domain.KindPolicy(max_attempts=5, concurrency=4),
+        DISTILL: domain.KindPolicy(max_attempts=5, concurrency=4),
+        MAP_REDUCE: domain.KindPolicy(max_attempts=3, concurrency=2),
+        MERGE: domain.KindPolicy(max_attempts=5, concurrency=2),
+    }
+)
+
+
+def default_policy(kind: str) -> domain.KindPolicy:
+    """The policy of a known kind, else the generic one."""
+    return POLICIES.get(kind, domain.KindPolicy())
+
+
+def builtin_registry(settings: Settings, store: Store) -> Registry:
+    """The handlers `echoctl worker` and the embedded worker run.
+
+    This version ships the queue only: later capabilities register their handlers here, built with
+    `settings` and `store` (and their own adapters).
+    """
+    from echo.jobs.registry import Registry
+
+    del settings, store
+    return Registry()

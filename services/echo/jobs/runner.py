@@ -1,0 +1,71 @@
+"""`echoctl worker`: a worker on the configured store until SIGTERM or SIGINT, then a graceful stop."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+
+import prometheus_client
+
+from echo.config.settings import Settings
+from echo.errors import ConfigError
+from echo.jobs import kinds, registry, worker
+from echo.store import bootstrap, pool
+
+__all__ = ["run_worker"]
+
+RegistryFactory = Callable[[Settings, pool.Store], registry.Registry]
+
+
+async def run_worker(
+    settings: Settings,
+    *,
+    concurrency: int,
+    build_registry: RegistryFactory = kinds.builtin_registry,
+    worker_id: str | None = None,
+) -> None:
+    """Open the store (migrating it), run a worker, stop it on the first SIGTERM/SIGINT.
+
+    Serves /metrics on `settings.worker_metrics_port` (0 = none). Running jobs get
+    `settings.job_grace_seconds` to finish; the others are released. Raises what stopped the worker
+    if it was not a signal (a permanent store error), and ConfigError when no handler is registered:
+    a worker that can run nothing would only hide a misconfiguration.
+    """
+    async with bootstrap.open_store(settings, application_name="echo-worker") as store:
+        handlers = build_registry(settings, store)
+        if not len(handlers):
+            raise ConfigError(
+                "no job handler is registered: this version does not include yet the handlers of "
+                f"{', '.join(kinds.POLICIES)}, so a worker would have nothing to run"
+            )
+        if settings.worker_metrics_port:
+            prometheus_client.start_http_server(settings.worker_metrics_port, addr=settings.host)
+        runner = worker.Worker(
+            store,
+            handlers,
+            worker_id=worker_id,
+            concurrency=concurrency,
+            lease_seconds=settings.job_lease_seconds,
+            poll_seconds=settings.job_poll_seconds,
+            grace_seconds=settings.job_grace_seconds,
+            metrics_seconds=settings.job_metrics_seconds,
+        )
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        signals = (signal.SIGTERM, signal.SIGINT)
+        for signum in signals:
+            loop.add_signal_handler(signum, stop.set)
+        ended: asyncio.Task[None] | None = None
+        try:
+            await runner.start()
+            stopped = asyncio.create_task(stop.wait())
+            ended = asyncio.create_task(runner.wait())
+            await asyncio.wait({stopped, ended}, return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+        finally:
+            await runner.stop()
+            for signum in signals:
+                loop.remove_signal_handler(signum)
+        if ended is not None:
+            await ended  # raises what ended the loop, if anything did

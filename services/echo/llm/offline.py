@@ -1,0 +1,151 @@
+"""``OfflineLLM``: the ``LLM`` port without a model, so every feature keeps working (DESIGN §1).
+
+Deterministic and without network: a text request gets an extractive summary of its messages (see
+``extractive``); a JSON request gets an object shaped by its schema. Fields are filled by name —
+``summary``/``text``/``content`` an extractive summary (at most 1000 words, the distillation's upper
+bound), ``*importance*`` 1–5 from cues, ``*_id``/``id``/``slug`` a short slug, ``tags``/``keywords``
+3–5 frequent content words — and otherwise by type (enum's first value, ``default``, minimum, empty).
+The answer budget is ``max_output_tokens`` read as words at 0.75 word per token.
+
+It says it is degraded everywhere: a warning ``llm_offline`` with the reason when created, the
+``echo_llm_offline_total{purpose}`` counter per generation, and ``provider="offline"`` on results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import structlog
+
+from echo import metrics
+from echo.llm import calls, extractive, retries
+from echo.llm.interface import LLMRequest, LLMResult, Usage
+
+__all__ = ["OfflineLLM", "fill_schema"]
+
+log = structlog.get_logger("echo.llm")
+
+_WORDS_PER_TOKEN = 0.75
+_SUMMARY_MAX_WORDS = 1000  # seed 000: a distilled memory summary is 100–1000 words
+_JSON_OVERHEAD_WORDS = 40  # words of the budget kept for the other fields of a JSON answer
+_TAGS = ("tags", "keywords", "topics", "labels")
+_FALLBACK_TAGS = ("conversation", "context", "notes", "memory", "general")
+_NO_RETRY = retries.RetryPolicy(max_retries=0)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """The text a JSON answer is made from, with its heuristics computed once each."""
+
+    text: str
+    budget_words: int
+
+    @cached_property
+    def summary(self) -> str:
+        room = max(self.budget_words - _JSON_OVERHEAD_WORDS, self.budget_words // 2)
+        budget = max(1, min(room, _SUMMARY_MAX_WORDS))
+        return extractive.summarize(self.text, budget)
+
+    @cached_property
+    def slug(self) -> str:
+        return extractive.slug(self.text)
+
+    def tags(self, low: int, high: int) -> list[str]:
+        found = extractive.keywords(self.text, high)
+        padding = [t for t in _FALLBACK_TAGS if t not in found]
+        return found + padding[: max(0, low - len(found))]
+
+
+def _kind(schema: Mapping[str, Any]) -> str | None:
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind is None and "properties" in schema:
+        return "object"
+    return kind.lower() if isinstance(kind, str) else None  # Gemini spells types in capitals
+
+
+def fill_schema(schema: Mapping[str, Any], text: str, budget_words: int = 1500) -> Any:
+    """A value of ``schema`` made from ``text``, its summaries within ``budget_words`` words."""
+    return _fill(schema, _Source(text, budget_words))
+
+
+def _fill(schema: Mapping[str, Any], source: _Source, name: str = "") -> Any:
+    key = name.lower()
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    if "default" in schema:
+        return schema["default"]
+    kind = _kind(schema)
+    if kind == "object":
+        properties = schema.get("properties")
+        if not isinstance(properties, Mapping):
+            return {}
+        return {k: _fill(v, source, k) for k, v in properties.items() if isinstance(v, Mapping)}
+    if kind == "array":
+        low, high = int(schema.get("minItems", 0)), schema.get("maxItems")
+        if any(t in key for t in _TAGS):
+            most = min(int(high), 5) if high is not None else 5
+            return source.tags(min(max(low, 3), most), most)
+        items = schema.get("items")
+        return [_fill(items if isinstance(items, Mapping) else {}, source) for _ in range(low)]
+    if kind in ("integer", "number"):
+        low_n, high_n = schema.get("minimum"), schema.get("maximum")
+        if any(word in key for word in ("importance", "priority")):
+            value: float = extractive.importance(source.text, int(low_n or 1), int(high_n or 5))
+        else:
+            value = low_n if low_n is not None else 0
+        return int(value) if kind == "integer" else float(value)
+    if kind == "boolean":
+        return False
+    if kind == "string":
+        return _string(schema, source, key)
+    return None
+
+
+def _string(schema: Mapping[str, Any], source: _Source, key: str) -> str:
+    if key == "id" or key.endswith(("_id", "slug")) or key == "key":
+        text = source.slug
+    elif any(word in key for word in ("summary", "text", "content", "description", "answer", "merged")):
+        text = source.summary
+    elif key in ("title", "name", "topic"):
+        text = " ".join(extractive.keywords(source.text, 4))
+    else:
+        text = ""
+    limit = schema.get("maxLength")
+    return text[: int(limit)] if isinstance(limit, int) else text
+
+
+class OfflineLLM:
+    """Heuristic answers for when no language model is configured; ``reason`` says why."""
+
+    provider_name = "offline"
+
+    def __init__(self, reason: str = "no LLM configured") -> None:
+        self.reason = reason
+        log.warning("llm_offline", reason=reason, effect="extractive summaries, heuristic JSON")
+
+    async def generate(self, request: LLMRequest) -> LLMResult:
+        request = dataclasses.replace(request, model="offline")
+
+        async def attempt() -> calls.Answer:
+            metrics.LLM_OFFLINE.labels(request.purpose).inc()
+            budget = max(1, int(request.max_output_tokens * _WORDS_PER_TOKEN))
+            if request.json_schema is None:
+                text = extractive.summarize(request.input_text, budget)
+            else:
+                value = fill_schema(request.json_schema, request.input_text, budget)
+                text = json.dumps(value, ensure_ascii=False)
+            prompt = extractive.size(f"{request.system}\n{request.input_text}")
+            usage = Usage(round(prompt / _WORDS_PER_TOKEN), round(extractive.size(text) / _WORDS_PER_TOKEN))
+            return calls.Answer(text=text, usage=usage, finish_reason="stop")
+
+        return await calls.generate(self.provider_name, request, attempt, _NO_RETRY)
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,112 @@
+"""Store errors: every driver error leaves the store translated into one of these.
+
+EchoError
+└── StoreError                 something went wrong talking to PostgreSQL
+    ├── TransientStoreError    retry after a delay: connection lost or refused, server shutting down,
+    │                          serialization failure, deadlock, lock or statement timeout, too many clients
+    └── PermanentStoreError    retrying the same call fails the same way; fix the input, the schema or
+        │                      the configuration first
+        ├── ConstraintViolation   a unique, foreign-key, check or not-null constraint refused the write
+        ├── MigrationError        a migration file is malformed, was edited after being applied, or failed
+        └── EmbeddedPostgresError the embedded PostgreSQL could not be started (or its wheel is missing)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from echo.errors import EchoError
+
+__all__ = [
+    "ConstraintViolation",
+    "EmbeddedPostgresError",
+    "MigrationError",
+    "PermanentStoreError",
+    "StoreError",
+    "TransientStoreError",
+    "translate_errors",
+]
+
+
+class StoreError(EchoError):
+    """Root of the store errors. `transient` tells whether the same call may succeed later."""
+
+    transient: bool = False
+
+    def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
+        self.sqlstate = sqlstate
+        super().__init__(message)
+
+
+class TransientStoreError(StoreError):
+    """Retry after a delay: the server or the network is the problem, not the request."""
+
+    transient = True
+
+
+class PermanentStoreError(StoreError):
+    """Retrying the same call fails the same way."""
+
+
+class ConstraintViolation(PermanentStoreError):
+    """A constraint of the schema refused the write (SQLSTATE class 23)."""
+
+
+class MigrationError(PermanentStoreError):
+    """A migration is malformed, was changed after being applied, or failed to apply."""
+
+
+class EmbeddedPostgresError(PermanentStoreError):
+    """The embedded PostgreSQL could not be started."""
+
+
+# SQLSTATE classes and codes after which the same statement may succeed if retried later.
+_TRANSIENT_CLASSES = ("08", "53", "57P", "58")  # connection, resources, operator intervention, system
+_TRANSIENT_CODES = frozenset({"40001", "40P01", "55P03", "57014"})  # serialization, deadlock, lock, timeout
+
+
+def is_transient_sqlstate(sqlstate: str | None) -> bool:
+    """Whether an error with this SQLSTATE is worth retrying after a delay."""
+    if not sqlstate:
+        return False
+    return sqlstate in _TRANSIENT_CODES or sqlstate.startswith(_TRANSIENT_CLASSES)
+
+
+def translate(error: BaseException) -> StoreError:
+    """The store error for a driver (asyncpg) or network error."""
+    import asyncpg
+
+    if isinstance(error, StoreError):
+        return error
+    if isinstance(error, asyncpg.PostgresError):
+        sqlstate = getattr(error, "sqlstate", None)
+        detail = getattr(error, "detail", None)
+        message = f"{type(error).__name__}: {error}" + (f" ({detail})" if detail else "")
+        if is_transient_sqlstate(sqlstate):
+            return TransientStoreError(message, sqlstate=sqlstate)
+        if sqlstate and sqlstate.startswith("23"):
+            return ConstraintViolation(message, sqlstate=sqlstate)
+        return PermanentStoreError(message, sqlstate=sqlstate)
+    if isinstance(error, OSError | TimeoutError):
+        # Refused or lost connections, DNS failures, timeouts.
+        return TransientStoreError(f"{type(error).__name__}: {error}")
+    # asyncpg.InterfaceError: misuse (wrong arguments, bad parameter data, closed pool): a bug to fix.
+    return PermanentStoreError(f"{type(error).__name__}: {error}")
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """Re-raise driver and network errors as store errors (the original is chained as the cause)."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except (TimeoutError, OSError) as error:
+        raise translate(error) from error
+    except Exception as error:
+        import asyncpg
+
+        if isinstance(error, asyncpg.PostgresError | asyncpg.InterfaceError):
+            raise translate(error) from error
+        raise

@@ -1,0 +1,310 @@
+"""The in-process worker on a real PostgreSQL: retries, dead letters, leases, concurrency, wake-ups, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from echo.jobs import domain, errors
+from echo.jobs.domain import JobState, RetryPolicy
+from echo.jobs.queue import JobInfo, JobQueue
+from echo.jobs.registry import Registry
+from echo.jobs.worker import Worker
+from echo.store import testing
+from echo.store.pool import Store
+
+FAST = RetryPolicy(base_seconds=0.01, max_seconds=0.05, jitter=0)
+
+
+@pytest.fixture
+async def dsn() -> str:
+    dsn = testing.test_dsn()
+    reason = await testing.unreachable(dsn)
+    if reason:
+        pytest.skip(f"PostgreSQL at {dsn} is unreachable: {reason}")
+    return dsn
+
+
+@pytest.fixture
+async def store(dsn: str) -> AsyncIterator[Store]:
+    async with testing.temporary_store(dsn, max_size=12) as store:
+        yield store
+
+
+@pytest.fixture
+def jobs(store: Store) -> JobQueue:
+    return JobQueue(store)
+
+
+@asynccontextmanager
+async def running(store: Store, registry: Registry, **options: Any) -> AsyncIterator[Worker]:
+    settings: dict[str, Any] = {
+        "lease_seconds": 3,
+        "poll_seconds": 1,
+        "grace_seconds": 2,
+        "metrics_seconds": 60,
+    }
+    worker = Worker(store, registry, **{**settings, **options})
+    await worker.start()
+    try:
+        yield worker
+    finally:
+        await asyncio.wait_for(worker.stop(), 10)
+
+
+async def until(check: Callable[[], Awaitable[bool]], within: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + within
+    while not await check():
+        assert time.monotonic() < deadline, f"{what} not reached in {within} s"
+        await asyncio.sleep(0.02)
+
+
+async def state_is(jobs: JobQueue, job_id: int, state: JobState) -> JobInfo:
+    info: JobInfo | None = None
+
+    async def check() -> bool:
+        nonlocal info
+        info = await jobs.get(job_id)
+        return info is not None and info.state is state
+
+    await until(check, what=f"job {job_id} {state}")
+    assert info is not None
+    return info
+
+
+def _sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_a_job_runs_once_and_is_done(store: Store, jobs: JobQueue) -> None:
+    seen: list[domain.Job] = []
+    registry = Registry()
+
+    @registry.handler("summary")
+    async def handle(job: domain.Job) -> None:
+        seen.append(job)
+
+    async with running(store, registry):
+        job_id = await jobs.enqueue("summary", {"chat_id": "c"}, idempotency_key="k")
+        info = await state_is(jobs, job_id, JobState.DONE)
+    assert [(j.id, j.payload, j.attempts, j.idempotency_key) for j in seen] == [
+        (job_id, {"chat_id": "c"}, 1, "k")
+    ]
+    assert info.attempts == 1
+    assert info.finished_at is not None
+    assert info.leased_until is None
+
+
+async def test_a_poison_job_ends_in_dead_letter_with_its_last_error(store: Store, jobs: JobQueue) -> None:
+    registry = Registry()
+    calls = 0
+
+    @registry.handler("distill", max_attempts=3, retry=FAST)
+    async def poison(job: domain.Job) -> None:
+        nonlocal calls
+        calls += 1
+        raise ValueError(f"cannot parse window (attempt {job.attempts})")
+
+    dead_before = _sample("echo_job_dead_letters_total", kind="distill")
+    async with running(store, registry):
+        job_id = await jobs.enqueue("distill")
+        info = await state_is(jobs, job_id, JobState.DEAD)
+    assert calls == 3
+    assert info.attempts == 3
+    assert info.last_error == "ValueError: cannot parse window (attempt 3)"
+    assert _sample("echo_job_dead_letters_total", kind="distill") == dead_before + 1
+    assert _sample("echo_job_duration_seconds_count", kind="distill", outcome="retry") >= 2
+
+
+async def test_a_permanent_error_dead_letters_at_once(store: Store, jobs: JobQueue) -> None:
+    registry = Registry()
+
+    @registry.handler("merge", max_attempts=5, retry=FAST)
+    async def refuse(job: domain.Job) -> None:
+        raise errors.PermanentJobError("payload has no user_id")
+
+    async with running(store, registry):
+        job_id = await jobs.enqueue("merge")
+        info = await state_is(jobs, job_id, JobState.DEAD)
+    assert (info.attempts, info.last_error) == (1, "PermanentJobError: payload has no user_id")
+
+
+async def test_retry_later_waits_the_delay_asked_for(store: Store, jobs: JobQueue) -> None:
+    registry = Registry()
+    starts: list[float] = []
+
+    @registry.handler("summary", retry=RetryPolicy(base_seconds=30))
+    async def flaky(job: domain.Job) -> None:
+        starts.append(time.monotonic())
+        if job.attempts == 1:
+            raise errors.RetryLater("provider busy", delay_seconds=0.3)
+
+    async with running(store, registry, poll_seconds=5):
+        job_id = await jobs.enqueue("summary")
+        info = await state_is(jobs, job_id, JobState.DONE)
+    assert info.attempts == 2
+    assert info.last_error == "RetryLater: provider busy"
+    assert 0.25 <= starts[1] - starts[0] < 2.0  # woken by next_due, not by the 5 s poll
+
+
+async def test_per_kind_and_total_concurrency_limits(store: Store, jobs: JobQueue) -> None:
+    registry = Registry()
+    now = {"slow": 0, "other": 0}
+    peak = {"slow": 0, "other": 0, "total": 0}
+
+    def tracked(kind: str) -> Callable[[domain.Job], Awaitable[None]]:
+        async def handle(job: domain.Job) -> None:
+            now[kind] += 1
+            peak[kind] = max(peak[kind], now[kind])
+            peak["total"] = max(peak["total"], sum(now.values()))
+            await asyncio.sleep(0.15)
+            now[kind] -= 1
+
+        return handle
+
+    registry.register("slow", tracked("slow"), concurrency=2)
+    registry.register("other", tracked("other"), concurrency=3)
+    ids = [await jobs.enqueue("slow") for _ in range(6)] + [await jobs.enqueue("other") for _ in range(6)]
+    async with running(store, registry, concurrency=4):
+        for job_id in ids:
+            await state_is(jobs, job_id, JobState.DONE)
+    assert peak["slow"] == 2
+    assert peak["other"] <= 3
+    assert peak["total"] == 4
+
+
+async def test_notify_wakes_an_idle_worker_at_once_without_polling(store: Store, jobs: JobQueue) -> None:
+    registry = Registry()
+    started: asyncio.Queue[float] = asyncio.Queue()
+
+    @registry.handler("summary")
+    async def handle(job: domain.Job) -> None:
+        started.put_nowait(time.monotonic())
+
+    async with running(store, registry, poll_seconds=30) as worker:
+        await testing.wait_for_listeners(store, jobs.channel, 1)
+        claims = 0
+        original = worker.queue.claim
+
+        async def counting(*args: Any) -> Any:
+            nonlocal claims
+            claims += 1
+            return await original(*args)
+
+        worker.queue.claim = counting  # type: ignore[method-assign]
+        await asyncio.sleep(1.0)  # idle: no tight polling
+        assert claims == 0
+        latencies = []
+        for _ in range(3):
+            sent = time.monotonic()
+            await jobs.enqueue("summary")
+            latencies.append(await asyncio.wait_for(started.get(), 5) - sent)
+    # Woken by NOTIFY: milliseconds, not the 30 s poll (bounds loose enough for a loaded CI machine).
+    assert sorted(latencies)[1] < 0.3, latencies
+    assert max(latencies) < 1.0, latencies
+    assert claims <= 9  # per job: the claim, one finding the queue empty, one when its slot frees
+
+
+async def test_a_crashed_workers_job_is_redelivered_after_its_lease(store: Store, jobs: JobQueue) -> None:
+    job_id = await jobs.enqueue("summary", {"n": 1})
+    ghost = await jobs.claim("ghost", ["summary"], 0.5)  # a worker that died holding it
+    assert ghost is not None
+    runs: list[int] = []
+    registry = Registry()
+
+    @registry.handler("summary")
+    async def handle(job: domain.Job) -> None:
+        runs.append(job.attempts)
+
+    async with running(store, registry, poll_seconds=10):
+        info = await state_is(jobs, job_id, JobState.DONE)
+    assert runs == [2]
+    assert info.attempts == 2
+
+
+async def test_leases_are_renewed_while_a_long_job_runs(store: Store, jobs: JobQueue) -> None:
+    runs: list[str] = []
+
+    def registry_for(name: str) -> Registry:
+        registry = Registry()
+
+        @registry.handler("map_reduce")
+        async def handle(job: domain.Job) -> None:
+            runs.append(name)
+            await asyncio.sleep(1.5)
+
+        return registry
+
+    job_id = await jobs.enqueue("map_reduce")
+    async with running(store, registry_for("first"), lease_seconds=0.6, worker_id="first"):
+        await until(lambda: asyncio.sleep(0, bool(runs)), what="first run")
+        async with running(store, registry_for("second"), lease_seconds=0.6, poll_seconds=0.1):
+            info = await state_is(jobs, job_id, JobState.DONE)
+    assert runs == ["first"]
+    assert info.attempts == 1
+
+
+async def test_a_job_whose_lease_was_taken_over_is_cancelled(store: Store, jobs: JobQueue) -> None:
+    cancelled = asyncio.Event()
+    registry = Registry()
+
+    @registry.handler("summary")
+    async def handle(job: domain.Job) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    job_id = await jobs.enqueue("summary")
+    async with running(store, registry, lease_seconds=0.3) as worker:
+        await until(lambda: asyncio.sleep(0, bool(worker.running)), what="job running")
+        await store.execute("UPDATE jobs SET worker_id = 'thief' WHERE id = $1", job_id)
+        await asyncio.wait_for(cancelled.wait(), 5)
+        assert worker.running == {}
+    info = await jobs.get(job_id)
+    assert info is not None
+    assert (info.state, info.worker_id) == (JobState.RUNNING, "thief")
+
+
+async def test_stop_finishes_short_jobs_and_releases_long_ones(store: Store, jobs: JobQueue) -> None:
+    registry = Registry()
+
+    @registry.handler("summary")
+    async def handle(job: domain.Job) -> None:
+        await asyncio.sleep(job.payload["seconds"])
+
+    short = await jobs.enqueue("summary", {"seconds": 0.3})
+    long = await jobs.enqueue("summary", {"seconds": 30})
+    worker = Worker(store, registry, lease_seconds=5, grace_seconds=1.0)
+    await worker.start()
+    await until(lambda: asyncio.sleep(0, len(worker.running) == 2), what="both running")
+    began = time.monotonic()
+    await asyncio.wait_for(worker.stop(), 5)
+    assert time.monotonic() - began < 2.5
+    await worker.stop()  # idempotent
+    done, released = await jobs.get(short), await jobs.get(long)
+    assert done is not None
+    assert done.state is JobState.DONE
+    assert released is not None
+    assert (released.state, released.attempts) == (JobState.PENDING, 0)
+
+
+async def test_a_worker_without_handlers_claims_nothing(store: Store, jobs: JobQueue) -> None:
+    job_id = await jobs.enqueue("summary")
+    async with running(store, Registry(), poll_seconds=0.1):
+        await asyncio.sleep(0.3)
+    info = await jobs.get(job_id)
+    assert info is not None
+    assert info.state is JobState.PENDING
+
+
+async def test_worker_refuses_bad_settings(store: Store) -> None:
+    with pytest.raises(ValueError, match="concurrency"):
+        Worker(store, Registry(), concurrency=0)

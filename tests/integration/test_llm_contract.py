@@ -1,0 +1,132 @@
+"""One contract every LLM adapter passes (Gemini and OpenAI-compatible over HTTP, offline in-process)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fakes.gemini_server import FakeGemini
+from fakes.live_server import LiveServer
+from fakes.openai_server import FakeOpenAI
+from prometheus_client import REGISTRY
+
+from echo.llm.gemini import GeminiLLM
+from echo.llm.interface import LLM, LLMRequest, LLMResult
+from echo.llm.offline import OfflineLLM
+from echo.llm.openai_compatible import OpenAICompatibleLLM
+from echo.llm.retries import RetryPolicy
+
+pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession:DeprecationWarning")
+
+DISTILLATION = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string"},
+        "memory_importance": {"type": "integer", "minimum": 1, "maximum": 5},
+        "memory_id": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 5},
+    },
+    "required": ["summary", "memory_importance", "memory_id", "tags"],
+}
+MEMORY = {
+    "summary": "Ana prefers tea.",
+    "memory_importance": 3,
+    "memory_id": "ana_tea",
+    "tags": ["ana", "tea", "drinks"],
+}
+CONVERSATION = "user: I always drink green tea in the morning.\nassistant: Noted, green tea every morning."
+
+
+@dataclass
+class Adapter:
+    llm: LLM
+    script_text: Callable[[str], None]
+    script_json: Callable[[Any], None]
+
+
+@pytest.fixture(scope="module")
+def gemini_server() -> Iterator[FakeGemini]:
+    with FakeGemini() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def openai_server() -> Iterator[tuple[FakeOpenAI, str]]:
+    fake = FakeOpenAI()
+    with LiveServer(fake.app, name="fake-openai") as server:
+        yield fake, server.url
+
+
+@pytest.fixture(params=["gemini", "openai", "offline"])
+async def adapter(
+    request: pytest.FixtureRequest, gemini_server: FakeGemini, openai_server: tuple[FakeOpenAI, str]
+) -> AsyncIterator[Adapter]:
+    policy = RetryPolicy(max_retries=1, base_delay_s=0.01, max_delay_s=0.02)
+    if request.param == "gemini":
+        gemini_server.reset()
+        made = Adapter(
+            GeminiLLM("k", base_url=gemini_server.base_url, timeout_s=5, policy=policy),
+            lambda text: gemini_server.reply_text(text, usage=(10, 5)),
+            lambda obj: gemini_server.reply_json(obj, usage=(10, 5)),
+        )
+    elif request.param == "openai":
+        fake, url = openai_server
+        fake.reset()
+        made = Adapter(
+            OpenAICompatibleLLM(url, timeout_s=5, policy=policy),
+            lambda text: fake.reply_text(text, usage=(10, 5)),
+            lambda obj: fake.reply_json(obj, usage=(10, 5)),
+        )
+    else:
+        made = Adapter(OfflineLLM("contract tests"), lambda text: None, lambda obj: None)
+    yield made
+    await made.llm.aclose()
+
+
+def req(**fields: Any) -> LLMRequest:
+    base: dict[str, Any] = {
+        "model": "gemini-2.5-flash",
+        "messages": [("user", CONVERSATION)],
+        "purpose": "contract",
+    }
+    return LLMRequest(**{**base, **fields})
+
+
+async def test_a_text_request_gets_a_text_result(adapter: Adapter) -> None:
+    adapter.script_text("Green tea every morning.")
+    result = await adapter.llm.generate(req(system="Summarise the conversation."))
+    assert isinstance(result, LLMResult)
+    assert result.text.strip()
+    assert result.parsed is None
+    assert result.provider == adapter.llm.provider_name
+    assert result.finish_reason == "stop"
+    assert result.usage.prompt_tokens > 0
+    assert result.usage.completion_tokens > 0
+    assert result.degraded is (result.provider == "offline")
+
+
+async def test_a_json_request_gets_a_parsed_object_of_the_schema(adapter: Adapter) -> None:
+    adapter.script_json(MEMORY)
+    result = await adapter.llm.generate(req(json_schema=DISTILLATION, purpose="distill"))
+    memory = result.parsed
+    assert isinstance(memory, dict)
+    assert set(DISTILLATION["required"]) <= set(memory)
+    assert isinstance(memory["summary"], str)
+    assert memory["summary"]
+    assert 1 <= memory["memory_importance"] <= 5
+    assert 3 <= len(memory["tags"]) <= 5
+    assert memory["memory_id"]
+
+
+async def test_every_call_is_measured(adapter: Adapter) -> None:
+    adapter.script_text("ok")
+    made = req(purpose="measured")
+    model = "offline" if adapter.llm.provider_name == "offline" else made.model
+    labels = {"provider": adapter.llm.provider_name, "model": model, "purpose": "measured"}
+    latency = REGISTRY.get_sample_value("echo_llm_latency_seconds_count", labels) or 0.0
+    calls = REGISTRY.get_sample_value("echo_llm_calls_total", {**labels, "outcome": "ok"}) or 0.0
+    await adapter.llm.generate(made)
+    assert REGISTRY.get_sample_value("echo_llm_latency_seconds_count", labels) == latency + 1
+    assert REGISTRY.get_sample_value("echo_llm_calls_total", {**labels, "outcome": "ok"}) == calls + 1

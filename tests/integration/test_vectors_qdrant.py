@@ -1,0 +1,175 @@
+"""``QdrantVectorStore`` specifics: local storage on disk, a server's errors, payload indexes, settings.
+
+The behaviour shared with the fake is in tests/contract/test_vectors.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes.live_server import LiveServer
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from echo.config.settings import Settings
+from echo.vectors import (
+    DimensionMismatch,
+    Kind,
+    Point,
+    QdrantVectorStore,
+    VectorStoreError,
+    vector_store_from_settings,
+)
+
+
+async def test_local_storage_persists_and_checks_the_dimension_on_reopen(tmp_path: Path) -> None:
+    store = QdrantVectorStore.connect(dimension=3, tenant="acme", path=tmp_path / "q")
+    await store.upsert(Kind.MEMORY, [Point(id="m", vector=[1.0, 0.0, 0.0], user_id="u")])
+    with pytest.raises(VectorStoreError, match="already accessed") as caught:
+        QdrantVectorStore.connect(dimension=3, path=tmp_path / "q")  # one path, one client
+    assert caught.value.reason == "locked"
+    await store.aclose()
+
+    reopened = QdrantVectorStore.connect(dimension=3, tenant="acme", path=tmp_path / "q")
+    assert await reopened.count(Kind.MEMORY, user_id="u") == 1
+    await reopened.aclose()
+    wider = QdrantVectorStore.connect(dimension=384, tenant="acme", path=tmp_path / "q")
+    with pytest.raises(
+        DimensionMismatch, match=r"'acme__echo_memory' holds 3-d vectors but the embedder gives 384-d"
+    ):
+        await wider.count(Kind.MEMORY, user_id="u")
+    await wider.aclose()
+
+
+async def test_settings_choose_the_path_or_memory(tmp_path: Path) -> None:
+    store = vector_store_from_settings(Settings(data_dir=tmp_path, tenant="t1"), dimension=2)
+    await store.upsert(Kind.EPHEMERAL, [Point(id="e", vector=[0.0, 1.0], user_id="u", chat_id="c")])
+    await store.aclose()
+    assert "t1__echo_ephemeral" in os.listdir(tmp_path / "qdrant" / "collection")
+    memory = vector_store_from_settings(Settings(qdrant_path=Path(":memory:")), dimension=2)
+    await memory.check()
+    await memory.aclose()
+    assert ":memory:" not in os.listdir()
+
+
+async def test_an_unreachable_server_is_retryable() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    store = vector_store_from_settings(
+        Settings(qdrant_url=f"http://127.0.0.1:{port}", qdrant_timeout_seconds=2), dimension=4
+    )
+    with pytest.raises(VectorStoreError, match="unreachable") as caught:
+        await store.search(Kind.MEMORY, [1.0, 0, 0, 0], user_id="u")
+    assert caught.value.retryable
+    await store.aclose()
+
+
+class FakeQdrantServer:
+    """Just enough of Qdrant's REST API to create a collection; records requests, or fails with ``fail``."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, Any]] = []
+        self.api_keys: set[str | None] = set()
+        self.collections: dict[str, dict[str, Any]] = {}
+        self.fail: int | None = None
+        self.app = Starlette(
+            routes=[Route("/{path:path}", self.handle, methods=["GET", "PUT", "POST", "DELETE"])]
+        )
+
+    async def handle(self, request: Request) -> Response:
+        body = json.loads(await request.body() or b"null")
+        self.requests.append((request.method, request.url.path, body))
+        self.api_keys.add(request.headers.get("api-key"))
+        if self.fail is not None:
+            return JSONResponse({"status": {"error": "scripted"}}, status_code=self.fail)
+        parts = request.url.path.strip("/").split("/")
+        name = parts[1] if len(parts) > 1 else ""
+        if parts[-1] == "exists":
+            return self.ok({"exists": name in self.collections})
+        if request.method == "PUT" and len(parts) == 2:
+            self.collections[name] = {"vectors": body["vectors"], "schema": {}}
+            return self.ok(True)
+        if request.method == "PUT" and parts[-1] == "index":
+            self.collections[name]["schema"][body["field_name"]] = {
+                "data_type": body["field_schema"],
+                "points": 0,
+            }
+            return self.ok({"operation_id": 1, "status": "completed"})
+        if request.method == "GET" and len(parts) == 2:
+            return self.ok(self.info(name))
+        if parts[-1] == "count":
+            return self.ok({"count": 0})
+        return JSONResponse({"status": {"error": "not faked"}}, status_code=404)
+
+    def info(self, name: str) -> dict[str, Any]:
+        collection = self.collections[name]
+        return {
+            "status": "green",
+            "optimizer_status": "ok",
+            "segments_count": 1,
+            "payload_schema": collection["schema"],
+            "config": {
+                "params": {"vectors": collection["vectors"], "shard_number": 1, "replication_factor": 1},
+                "hnsw_config": {"m": 16, "ef_construct": 100, "full_scan_threshold": 10000},
+                "optimizer_config": {
+                    "deleted_threshold": 0.2,
+                    "vacuum_min_vector_number": 1000,
+                    "default_segment_number": 0,
+                    "flush_interval_sec": 5,
+                },
+                "wal_config": {"wal_capacity_mb": 32, "wal_segments_ahead": 0},
+            },
+        }
+
+    @staticmethod
+    def ok(result: Any) -> JSONResponse:
+        return JSONResponse({"result": result, "status": "ok", "time": 0.0})
+
+
+@pytest.fixture
+def qdrant_server() -> Iterator[tuple[FakeQdrantServer, str]]:
+    server = FakeQdrantServer()
+    with LiveServer(server.app, name="fake-qdrant") as live:
+        yield server, live.url
+
+
+@pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
+async def test_a_server_gets_cosine_collections_with_keyword_indexes(
+    qdrant_server: tuple[FakeQdrantServer, str],
+) -> None:
+    server, url = qdrant_server
+    settings = Settings(qdrant_url=url, qdrant_api_key="qk", tenant="acme")
+    store = vector_store_from_settings(settings, dimension=8)
+    assert await store.count(Kind.MEMORY, user_id="u") == 0
+    assert server.collections["acme__echo_memory"]["vectors"] == {"size": 8, "distance": "Cosine"}
+    indexes = [(path, body) for method, path, body in server.requests if path.endswith("/index")]
+    assert [body["field_name"] for _, body in indexes] == ["user_id", "chat_id", "source_id"]
+    assert {body["field_schema"] for _, body in indexes} == {"keyword"}
+    counts = [body for _, path, body in server.requests if path.endswith("/count")]
+    assert counts[0]["filter"]["must"] == [{"key": "user_id", "match": {"value": "u"}}]
+    assert server.api_keys == {"qk"}
+    await store.aclose()
+
+
+@pytest.mark.parametrize(("code", "retryable"), [(503, True), (429, True), (400, False), (403, False)])
+async def test_server_errors_become_domain_errors(
+    qdrant_server: tuple[FakeQdrantServer, str], code: int, retryable: bool
+) -> None:
+    server, url = qdrant_server
+    server.fail = code
+    store = QdrantVectorStore.connect(dimension=4, url=url)
+    with pytest.raises(VectorStoreError, match=f"failed with {code}") as caught:
+        await store.upsert(Kind.MEMORY, [Point(id="p", vector=[1.0, 0, 0, 0], user_id="u")])
+    assert caught.value.retryable is retryable
+    with pytest.raises(VectorStoreError):
+        await store.check()
+    await store.aclose()

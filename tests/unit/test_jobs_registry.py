@@ -1,0 +1,88 @@
+"""Handlers by kind: registration rules, per-kind policies, the public API of `echo.jobs`."""
+
+from __future__ import annotations
+
+import pytest
+
+import echo.jobs
+from echo.jobs import domain, errors, kinds
+from echo.jobs.registry import Registry
+
+
+async def _noop(job: domain.Job) -> None:
+    return None
+
+
+def test_register_uses_the_kind_default_policy_and_overrides() -> None:
+    registry = Registry()
+    summary = registry.register(kinds.SUMMARY, _noop)
+    assert summary.policy == kinds.POLICIES[kinds.SUMMARY]
+    custom = registry.register("custom", _noop, max_attempts=2, concurrency=1)
+    assert (custom.policy.max_attempts, custom.policy.concurrency) == (2, 1)
+    assert custom.policy.retry == domain.RetryPolicy()
+    assert registry.kinds == ("custom", "summary")
+    assert "summary" in registry
+    assert "merge" not in registry
+    assert len(registry) == 2
+    assert [spec.kind for spec in registry] == ["custom", "summary"]
+
+
+def test_decorator_registers_and_returns_the_handler() -> None:
+    registry = Registry()
+
+    @registry.handler(kinds.MAP_REDUCE, retry=domain.RetryPolicy(base_seconds=1))
+    async def reduce(job: domain.Job) -> None:
+        return None
+
+    spec = registry.get(kinds.MAP_REDUCE)
+    assert spec.handler is reduce
+    assert spec.policy.max_attempts == kinds.POLICIES[kinds.MAP_REDUCE].max_attempts
+    assert spec.policy.retry.base_seconds == 1
+
+
+def test_a_kind_is_registered_once_and_must_be_valid() -> None:
+    registry = Registry()
+    registry.register("summary", _noop)
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register("summary", _noop)
+    with pytest.raises(ValueError, match="not a job kind"):
+        registry.register("Bad-Kind", _noop)
+
+
+def test_unknown_kind_is_a_permanent_error() -> None:
+    with pytest.raises(errors.UnknownJobKind, match="merge") as caught:
+        Registry().get("merge")
+    assert isinstance(caught.value, errors.PermanentJobError)
+
+
+def test_retry_later_refuses_a_negative_delay() -> None:
+    assert errors.RetryLater(delay_seconds=3).delay_seconds == 3
+    with pytest.raises(ValueError, match="negative"):
+        errors.RetryLater(delay_seconds=-1)
+
+
+def test_builtin_registry_is_empty_in_this_version() -> None:
+    assert len(kinds.builtin_registry(None, None)) == 0  # type: ignore[arg-type]
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(echo.jobs.__all__) == [
+        "Job",
+        "JobError",
+        "JobHandler",
+        "JobInfo",
+        "JobQueue",
+        "JobState",
+        "KindPolicy",
+        "PermanentJobError",
+        "Registry",
+        "RetryLater",
+        "RetryPolicy",
+        "UnknownJobKind",
+        "Worker",
+        "run_worker",
+    ]
+    for name in echo.jobs.__all__:
+        assert getattr(echo.jobs, name) is not None
+    with pytest.raises(AttributeError):
+        _ = echo.jobs.Nothing  # type: ignore[attr-defined]

@@ -1,0 +1,192 @@
+"""The offline provider: deterministic, no network, schema-shaped JSON, and loud about being degraded."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import REGISTRY
+from structlog.testing import capture_logs
+
+from echo.llm import extractive
+from echo.llm.interface import LLMRequest
+from echo.llm.offline import OfflineLLM, fill_schema
+
+DISTILLATION = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string", "description": "100–1000 words"},
+        "memory_importance": {"type": "integer", "minimum": 1, "maximum": 5},
+        "memory_id": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 5},
+    },
+    "required": ["summary", "memory_importance", "memory_id", "tags"],
+}
+CONVERSATION = """user: I am migrating the billing service from MySQL to PostgreSQL this quarter.
+assistant: Good plan. The billing service should keep its invoices table partitioned by month.
+user: The PostgreSQL cluster runs version 16 and the billing invoices must never be deleted.
+assistant: Then the migration needs a logical replication step for the billing invoices.
+user: Thanks, ok.
+assistant: You are welcome.
+user: Remember that the migration deadline is the end of June, it is critical for the billing team.
+"""
+
+
+def request(text: str = CONVERSATION, **fields: Any) -> LLMRequest:
+    return LLMRequest(model="gemini-2.5-flash", messages=[("user", text)], **fields)
+
+
+@pytest.fixture(scope="module")
+def llm() -> OfflineLLM:
+    return OfflineLLM("tests")
+
+
+def offline_count(purpose: str) -> float:
+    return REGISTRY.get_sample_value("echo_llm_offline_total", {"purpose": purpose}) or 0.0
+
+
+async def test_it_is_deterministic(llm: OfflineLLM) -> None:
+    for fields in ({}, {"json_schema": DISTILLATION}, {"max_output_tokens": 30}):
+        first, second = await llm.generate(request(**fields)), await llm.generate(request(**fields))
+        assert first == second
+        assert first.text == (await OfflineLLM("another").generate(request(**fields))).text
+
+
+async def test_results_say_they_are_offline(llm: OfflineLLM) -> None:
+    result = await llm.generate(request(purpose="summary"))
+    assert (result.provider, result.model, result.degraded, result.finish_reason) == (
+        "offline",
+        "offline",
+        True,
+        "stop",
+    )
+    assert result.parsed is None
+    assert result.usage.prompt_tokens > 0
+    assert result.usage.completion_tokens > 0
+    assert llm.provider_name == "offline"
+
+
+async def test_a_warning_is_logged_once_with_the_reason_and_each_call_is_counted() -> None:
+    with capture_logs() as logs:
+        llm = OfflineLLM("no Gemini API key")
+        before = offline_count("merge")
+        await llm.generate(request(purpose="merge"))
+        await llm.generate(request(purpose="merge"))
+    warnings = [entry for entry in logs if entry["event"] == "llm_offline"]
+    assert len(warnings) == 1
+    assert warnings[0]["log_level"] == "warning"
+    assert warnings[0]["reason"] == "no Gemini API key"
+    assert offline_count("merge") == before + 2
+
+
+async def test_a_short_input_is_its_own_summary(llm: OfflineLLM) -> None:
+    result = await llm.generate(request("One sentence. Another one."))
+    assert result.text == "One sentence. Another one."
+
+
+async def test_the_summary_keeps_informative_sentences_in_order_within_the_budget(llm: OfflineLLM) -> None:
+    result = await llm.generate(request(max_output_tokens=40))  # 30 words
+    assert extractive.size(result.text) <= 30
+    assert "billing" in result.text
+    assert "Thanks, ok." not in result.text
+    assert "You are welcome." not in result.text
+    kept = extractive.sentences(result.text)
+    positions = [CONVERSATION.index(sentence) for sentence in kept]
+    assert positions == sorted(positions)
+    assert len(kept) >= 1
+
+
+async def test_a_budget_smaller_than_any_sentence_cuts_the_best_one(llm: OfflineLLM) -> None:
+    result = await llm.generate(request(max_output_tokens=2))  # 1 word
+    assert extractive.size(result.text.rstrip("…")) == 1
+    assert result.text.endswith("…")
+
+
+async def test_distillation_json_has_the_seed_shape(llm: OfflineLLM) -> None:
+    result = await llm.generate(request(json_schema=DISTILLATION, purpose="distill"))
+    memory = result.parsed
+    assert set(memory) == {"summary", "memory_importance", "memory_id", "tags"}
+    assert "billing" in memory["summary"]
+    assert extractive.size(memory["summary"]) <= 1000
+    assert isinstance(memory["memory_importance"], int)
+    assert 1 <= memory["memory_importance"] <= 5
+    assert re.fullmatch(r"[a-z0-9_]{3,48}", memory["memory_id"])
+    assert 3 <= len(memory["tags"]) <= 5
+    assert all(isinstance(t, str) and t for t in memory["tags"])
+    assert memory["tags"][0] == "billing"  # the most frequent content word
+    assert memory["memory_id"].startswith("billing_")
+
+
+async def test_importance_follows_cues(llm: OfflineLLM) -> None:
+    bland = "We chatted about the weather in the park and the colour of the sky. " * 4
+    critical = (
+        "My name is Ana. Remember: I am allergic to peanuts, it is critical and important, never forget it. "
+        * 2
+    )
+    low = (await llm.generate(request(bland, json_schema=DISTILLATION))).parsed["memory_importance"]
+    high = (await llm.generate(request(critical, json_schema=DISTILLATION))).parsed["memory_importance"]
+    tiny = (await llm.generate(request("ok", json_schema=DISTILLATION))).parsed["memory_importance"]
+    assert (tiny, low, high) == (1, 2, 5)
+
+
+async def test_cjk_text_gets_bigram_tags_padded_to_three(llm: OfflineLLM) -> None:
+    text = "我喜欢喝茶。明天我要去北京开会。会议很重要。北京的会议在上午。"
+    memory = (await llm.generate(request(text, json_schema=DISTILLATION))).parsed
+    assert memory["tags"][:2] == ["北京", "会议"]
+    assert len(memory["tags"]) == 3
+    assert memory["summary"]
+    assert memory["memory_id"].startswith("memory_")
+
+
+def test_generic_schemas_are_filled_by_type() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "kind": {"type": "string", "enum": ["fact", "preference"]},
+            "language": {"type": "string", "default": "fr"},
+            "confident": {"type": "boolean"},
+            "score": {"type": "number", "minimum": 0.5},
+            "count": {"type": "integer"},
+            "note": {"type": ["string", "null"]},
+            "title": {"type": "string", "maxLength": 8},
+            "details": {"properties": {"id": {"type": "string"}, "text": {"type": "string", "maxLength": 5}}},
+            "items": {"type": "array", "items": {"type": "integer", "minimum": 2}, "minItems": 2},
+            "keywords": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+            "nothing": {"type": "null"},
+            "free": {},
+        },
+    }
+    value = fill_schema(schema, CONVERSATION)
+    assert value == {
+        "kind": "fact",
+        "language": "fr",
+        "confident": False,
+        "score": 0.5,
+        "count": 0,
+        "note": "",
+        "title": value["title"],
+        "details": {"id": extractive.slug(CONVERSATION), "text": value["details"]["text"]},
+        "items": [2, 2],
+        "keywords": ["billing", "invoices"],
+        "nothing": None,
+        "free": None,
+    }
+    assert len(value["title"]) <= 8
+    assert len(value["details"]["text"]) == 5
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(min_size=1, max_size=600), tokens=st.integers(min_value=1, max_value=400))
+async def test_any_text_gives_a_valid_memory_within_budget(llm: OfflineLLM, text: str, tokens: int) -> None:
+    memory = (await llm.generate(request(text, json_schema=DISTILLATION, max_output_tokens=tokens))).parsed
+    assert extractive.size(memory["summary"].rstrip("…")) <= max(1, int(tokens * 0.75))
+    assert 1 <= memory["memory_importance"] <= 5
+    assert re.fullmatch(r"[a-z0-9_]+_[0-9a-f]{6}", memory["memory_id"])
+    assert len(memory["memory_id"]) <= 48
+    assert 3 <= len(memory["tags"]) <= 5
+    assert len(set(memory["tags"])) == len(memory["tags"])
+    summary = (await llm.generate(request(text, max_output_tokens=tokens))).text
+    assert extractive.size(summary.rstrip("…")) <= max(1, int(tokens * 0.75))
