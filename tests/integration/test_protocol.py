@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +222,29 @@ def test_compression_priority_valve_is_reported_in_models(client: httpx.Client) 
     client.post("/echo_compression/valves/update", json={"priority": 15})
     listing = {m["id"]: m for m in client.get("/models").json()["data"]}
     assert listing["echo_compression"]["pipeline"]["priority"] == 15
+
+
+class _Backends:
+    def __init__(self) -> None:
+        self.store_ok = True
+
+    async def readiness(self) -> dict[str, dict[str, Any]]:
+        return {
+            "store": {"ok": self.store_ok} if self.store_ok else {"ok": False, "error": "connection refused"}
+        }
+
+
+def test_readyz_is_503_while_a_backend_cannot_answer(settings: Settings) -> None:
+    backends = _Backends()
+
+    @contextlib.asynccontextmanager
+    async def open_backends(_: Settings) -> AsyncIterator[_Backends]:
+        yield backends
+
+    with LiveServer(create_app(settings, backends=open_backends)) as server:
+        assert httpx.get(f"{server.url}/readyz").json()["status"] == "ready"
+        backends.store_ok = False
+        answer = httpx.get(f"{server.url}/readyz")
+        assert answer.status_code == 503
+        assert answer.json()["checks"]["store"]["error"] == "connection refused"
+        assert httpx.get(f"{server.url}/healthz").status_code == 200  # alive, just not ready

@@ -77,6 +77,17 @@ class Settings(BaseSettings):
         description="Port of `echoctl worker`'s /metrics (0 = none); 9101 avoids node-exporter's 9100 "
         "on developer machines.",
     )
+    inprocess_worker: bool | None = Field(
+        None,
+        description="Run a job worker inside `echoctl serve`; unset = only in embedded mode (no "
+        "database_url), since a cluster runs the distiller Deployment instead.",
+    )
+    inprocess_worker_concurrency: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Jobs the in-process worker runs at once; small, it shares the hooks' CPU.",
+    )
     qdrant_url: str | None = Field(None, description="Qdrant server URL; unset = local mode.")
     qdrant_path: Path | None = Field(
         None, description="Qdrant local-mode directory; default data_dir/qdrant."
@@ -95,6 +106,18 @@ class Settings(BaseSettings):
     )
     embedding_model_path: Path | None = Field(
         None, description="Local sentence-transformers model directory; default the packaged MiniLM."
+    )
+    embedding_dimension: int | None = Field(
+        None,
+        gt=0,
+        description="Dimension the deployment expects (the operator sets it from the CRD); the served "
+        "dimension always comes from the embedder, and a different one makes /readyz fail.",
+    )
+    openwebui_url: str | None = Field(
+        None, description="Open WebUI base URL, for its files API (attachments read file text there)."
+    )
+    openwebui_api_key: SecretStr | None = Field(
+        None, description="Open WebUI admin API key (`sk-…`) for the files API."
     )
     embedding_model: str | None = Field(
         None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Protocol
 
 import structlog
 from fastapi import Depends, FastAPI, Request
@@ -50,13 +51,27 @@ class _RequestContext:
         await self.app(scope, receive, send)
 
 
+class Backends(Protocol):
+    """The runtime's outside connections, as `/readyz` sees them (`echo.runtime.Runtime`)."""
+
+    async def readiness(self) -> dict[str, dict[str, Any]]: ...
+
+
+BackendsFactory = Callable[[settings_module.Settings], contextlib.AbstractAsyncContextManager[Backends]]
+
+
 def create_app(
     settings: settings_module.Settings,
     *,
     config: live_config.LiveConfig | None = None,
     chat: gemini_chat.GeminiChat | None = None,
+    backends: BackendsFactory | None = None,
 ) -> FastAPI:
-    """Build echo-hooks. `config` must be loaded already (the CLI loads it to fail fast)."""
+    """Build echo-hooks. `config` must be loaded already (the CLI loads it to fail fast).
+
+    `backends` opens the store, embedder and vectors for the app's lifetime (`echo.runtime.open_runtime`
+    in `echoctl serve`); without it `/readyz` checks the configuration only.
+    """
     if config is None:
         config = live_config.LiveConfig(settings, on_reload=_on_reload)
         config.load()
@@ -77,7 +92,10 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         watcher = asyncio.create_task(config.watch(), name="echo-config-watch")
         try:
-            yield
+            async with contextlib.AsyncExitStack() as stack:
+                if backends is not None:
+                    app.state.backends = await stack.enter_async_context(backends(settings))
+                yield
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -91,6 +109,7 @@ def create_app(
     app.add_middleware(_RequestContext)
     app.state.config = config
     app.state.settings = settings
+    app.state.backends = None
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, error: Exception) -> JSONResponse:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from echo.config import live as live_config
@@ -20,11 +21,12 @@ def build_ops_router(config: live_config.LiveConfig) -> APIRouter:
         return {"status": "ok"}
 
     @router.get("/readyz")
-    async def readyz() -> dict[str, Any]:
+    async def readyz(request: Request) -> JSONResponse:
         # A bad hot reload keeps serving the last good configuration: the replica stays ready
         # (taking every replica out of the Service would drop all enhancements) and says so here.
+        # A store, embedder or vector store that cannot answer makes it unready (503).
         status = config.status
-        checks = {
+        checks: dict[str, dict[str, Any]] = {
             "config": {
                 "ok": status.ok,
                 "error": status.error,
@@ -32,7 +34,13 @@ def build_ops_router(config: live_config.LiveConfig) -> APIRouter:
                 "loaded_at": status.loaded_at,
             }
         }
-        return {"status": "ready" if status.ok else "degraded", "checks": checks}
+        backends = request.app.state.backends
+        if backends is not None:
+            checks.update(await backends.readiness())
+        unready = [name for name, check in checks.items() if name != "config" and not check["ok"]]
+        if unready:
+            return JSONResponse({"status": "unready", "checks": checks}, status_code=503)
+        return JSONResponse({"status": "ready" if status.ok else "degraded", "checks": checks})
 
     @router.get("/metrics")
     async def prometheus_metrics() -> Response:
