@@ -95,8 +95,7 @@ def echo_env(tenant: Tenant) -> list[Manifest]:
     spec = tenant.spec
     dsn = spec.database.dsn_secret_ref
     out = [
-        env("ECHO_TENANT", tenant.name),
-        env("ECHO_QDRANT_TENANT", tenant.name),
+        env("ECHO_TENANT", tenant.tenant_id),
         env("ECHO_DATA_DIR", DATA_DIR),
         env("ECHO_LOG_LEVEL", spec.log_level),
         env("ECHO_LOG_FORMAT", "json"),

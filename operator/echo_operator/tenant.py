@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +20,7 @@ __all__ = [
     "QDRANT_HTTP_PORT",
     "WORKER_METRICS_PORT",
     "Tenant",
+    "tenant_id",
 ]
 
 NAME = "app.kubernetes.io/name"
@@ -47,6 +50,11 @@ class Tenant:
     name: str
     namespace: str
     spec: spec_module.EchoDeploymentSpec
+
+    @property
+    def tenant_id(self) -> str:
+        """`ECHO_TENANT`: unique per namespace and name, and a valid store tenant (see `tenant_id`)."""
+        return tenant_id(self.namespace, self.name)
 
     def child(self, component: str) -> str:
         """The name of a child object: `<name>-<component>`."""
@@ -108,3 +116,20 @@ class Tenant:
             return override
         image = getattr(self.spec.images, component)
         return f"{image.repository}:{image.tag}"
+
+
+TENANT_ID_MAX = 40  # the services' rule: schema `echo_<id>` and its NOTIFY channel fit in 63 bytes
+
+
+def tenant_id(namespace: str, name: str) -> str:
+    """The services' tenant name for `namespace/name`: `<namespace>-<name>`, so two EchoDeployments of
+    one name in two namespaces never share a database schema or a Qdrant collection. Lowercase
+    letters, digits and '-', starting with a letter; past 40 characters it is cut and a digest of
+    the full name keeps it unique."""
+    raw = re.sub(r"[^a-z0-9-]+", "-", f"{namespace}-{name}".lower()).strip("-")
+    if not raw[:1].isalpha():
+        raw = f"t-{raw}"
+    if len(raw) > TENANT_ID_MAX:
+        digest = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:8]
+        raw = f"{raw[: TENANT_ID_MAX - 9].rstrip('-')}-{digest}"
+    return raw

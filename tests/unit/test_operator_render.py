@@ -179,7 +179,7 @@ def test_hooks_deployment_service_probes_and_env() -> None:
     env = env_of(hooks)
     assert env["ECHO_HOST"] == "0.0.0.0"
     assert env["ECHO_PORT"] == "9099"
-    assert env["ECHO_TENANT"] == env["ECHO_QDRANT_TENANT"] == "acme"
+    assert env["ECHO_TENANT"] == "tenants-acme"
     assert env["ECHO_API_KEY"] == secret("acme-api-key", "api-key")
     assert env["ECHO_DATABASE_URL"] == secret("db", "dsn")
     assert env["ECHO_QDRANT_URL"] == "http://acme-qdrant.tenants.svc:6333"
