@@ -247,11 +247,15 @@ async def test_the_worker_serves_queue_depth_metrics_and_stops_on_sigint(
     assert "worker_stopped" in processes.output()
 
 
-async def test_echoctl_worker_migrates_then_refuses_to_run_without_handlers(
-    dsn: str, processes: Processes
-) -> None:
+async def test_echoctl_worker_migrates_then_idles_without_handlers(dsn: str, processes: Processes) -> None:
     async with testing.temporary_store(dsn, migrate=False) as store:  # the worker migrates it
         worker = await processes.start(store, "-m", "echo.cli", "worker", "--concurrency", "2")
-        assert await asyncio.wait_for(worker.wait(), 15) == 1, processes.output()
+
+        async def idling() -> bool:
+            return "worker_idle" in processes.output()
+
+        await until(idling, 15, "worker idle", processes)
         assert [m.version for m in await migrations.applied(store)] == [1, 2]
-    assert "no job handler is registered" in processes.output()
+        worker.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(worker.wait(), 15) == 0, processes.output()
+    assert "no job handler is registered in this version" in processes.output()

@@ -7,13 +7,15 @@ import signal
 from collections.abc import Callable
 
 import prometheus_client
+import structlog
 
 from echo.config.settings import Settings
-from echo.errors import ConfigError
 from echo.jobs import kinds, registry, worker
 from echo.store import bootstrap, pool
 
 __all__ = ["run_worker"]
+
+log = structlog.get_logger("echo.worker")
 
 RegistryFactory = Callable[[Settings, pool.Store], registry.Registry]
 
@@ -29,15 +31,16 @@ async def run_worker(
 
     Serves /metrics on `settings.worker_metrics_port` (0 = none). Running jobs get
     `settings.job_grace_seconds` to finish; the others are released. Raises what stopped the worker
-    if it was not a signal (a permanent store error), and ConfigError when no handler is registered:
-    a worker that can run nothing would only hide a misconfiguration.
+    if it was not a signal (a permanent store error). With no handler registered it idles (logged).
     """
     async with bootstrap.open_store(settings, application_name="echo-worker") as store:
         handlers = build_registry(settings, store)
         if not len(handlers):
-            raise ConfigError(
-                "no job handler is registered: this version does not include yet the handlers of "
-                f"{', '.join(kinds.POLICIES)}, so a worker would have nothing to run"
+            # The distiller Deployment runs before any job kind has a handler (this version): it
+            # idles, exports the queue depths and stops cleanly, instead of crash-looping.
+            log.warning(
+                "worker_idle",
+                reason=f"no job handler is registered in this version ({', '.join(kinds.POLICIES)})",
             )
         if settings.worker_metrics_port:
             prometheus_client.start_http_server(settings.worker_metrics_port, addr=settings.host)
