@@ -75,3 +75,8 @@ e2e: install tools
 crds: install
 	mkdir -p charts/echo-operator/crds
 	$(BIN)/python -m echo_operator.crd crds/echo.dev_echodeployments.yaml charts/echo-operator/crds/echo.dev_echodeployments.yaml
+
+# docs/configuration.md, written from the settings model (a test fails when it is stale).
+.PHONY: docs
+docs: install
+	$(BIN)/python -m echo.config.reference docs/configuration.md

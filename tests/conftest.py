@@ -13,6 +13,7 @@ from fakes.live_server import LiveServer
 
 from echo.config.settings import Settings
 from echo.hooks import create_app
+from echo.store import testing as store_testing
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 FIXTURES = SHARED / "fixtures" / "owui-0.12.4"
@@ -45,3 +46,13 @@ def hooks_server(settings: Settings) -> Iterator[LiveServer]:
 def client(hooks_server: LiveServer, auth: dict[str, str]) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=hooks_server.url, headers=auth, timeout=10) as http:
         yield http
+
+
+@pytest.fixture
+async def dsn() -> str:
+    """The test PostgreSQL (ECHO_TEST_DATABASE_URL, default 127.0.0.1:5432/test); skips when unreachable."""
+    url = store_testing.test_dsn()
+    reason = await store_testing.unreachable(url)
+    if reason:
+        pytest.skip(f"PostgreSQL at {url} is unreachable: {reason}")
+    return url

@@ -23,15 +23,6 @@ FAST = RetryPolicy(base_seconds=0.01, max_seconds=0.05, jitter=0)
 
 
 @pytest.fixture
-async def dsn() -> str:
-    dsn = testing.test_dsn()
-    reason = await testing.unreachable(dsn)
-    if reason:
-        pytest.skip(f"PostgreSQL at {dsn} is unreachable: {reason}")
-    return dsn
-
-
-@pytest.fixture
 async def store(dsn: str) -> AsyncIterator[Store]:
     async with testing.temporary_store(dsn, max_size=12) as store:
         yield store

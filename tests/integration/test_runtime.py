@@ -15,11 +15,7 @@ from echo.store import pool, testing
 
 
 @pytest.fixture
-async def store() -> AsyncIterator[pool.Store]:
-    dsn = testing.test_dsn()
-    reason = await testing.unreachable(dsn)
-    if reason:
-        pytest.skip(f"PostgreSQL is not reachable at {dsn}: {reason}")
+async def store(dsn: str) -> AsyncIterator[pool.Store]:
     async with testing.temporary_store(dsn) as opened:
         yield opened
 
@@ -53,10 +49,7 @@ async def test_a_failing_embedder_is_reported(store: pool.Store, tmp_path: Path)
     assert "model directory missing" in (await runtime.readiness())["embedder"]["error"]
 
 
-async def test_a_lost_store_is_reported(tmp_path: Path) -> None:
-    dsn = testing.test_dsn()
-    if await testing.unreachable(dsn):
-        pytest.skip(f"PostgreSQL is not reachable at {dsn}")
+async def test_a_lost_store_is_reported(dsn: str) -> None:
     async with testing.temporary_store(dsn) as store:
         runtime = Runtime(store=store, embedder=FakeEmbedder(dimension=8))
     checks = await runtime.readiness()  # the pool is closed now

@@ -18,15 +18,6 @@ from echo.store.pool import Store
 
 
 @pytest.fixture
-async def dsn() -> str:
-    dsn = testing.test_dsn()
-    reason = await testing.unreachable(dsn)
-    if reason:
-        pytest.skip(f"PostgreSQL at {dsn} is unreachable: {reason}")
-    return dsn
-
-
-@pytest.fixture
 async def bare(dsn: str) -> AsyncIterator[Store]:
     """A store on a tenant schema that does not exist yet."""
     async with testing.temporary_store(dsn, migrate=False) as store:

@@ -15,15 +15,6 @@ from echo.store.pool import Store
 
 
 @pytest.fixture
-async def dsn() -> str:
-    dsn = testing.test_dsn()
-    reason = await testing.unreachable(dsn)
-    if reason:
-        pytest.skip(f"PostgreSQL at {dsn} is unreachable: {reason}")
-    return dsn
-
-
-@pytest.fixture
 async def store(dsn: str) -> AsyncIterator[Store]:
     async with testing.temporary_store(dsn) as store:
         yield store

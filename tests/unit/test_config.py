@@ -161,3 +161,12 @@ def test_settings_read_echo_variables(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_settings_refuse_a_non_postgres_dsn() -> None:
     with pytest.raises(ValueError, match="postgresql://"):
         Settings(database_url="mysql://x")
+
+
+def test_configuration_reference_is_current() -> None:
+    from pathlib import Path
+
+    from echo.config import reference
+
+    written = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+    assert written.read_text(encoding="utf-8") == reference.render_reference(), "run `make docs`"

@@ -31,7 +31,4 @@ class ContextFilter:
         return body
 
     async def outlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
-        masked, counts = masking_filter.mask_outlet_body(body)
-        if counts:
-            self._on_masked(counts)
-        return masked
+        return masking_filter.mask_and_report(body, self._on_masked)

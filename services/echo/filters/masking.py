@@ -8,7 +8,7 @@ from typing import Any
 
 from echo import bodies, masking
 
-__all__ = ["OnMasked", "mask_outlet_body"]
+__all__ = ["OnMasked", "mask_and_report", "mask_outlet_body"]
 
 OnMasked = Callable[[Mapping[str, int]], None]
 
@@ -25,3 +25,11 @@ def mask_outlet_body(body: Mapping[str, Any]) -> tuple[dict[str, Any], Counter[s
         return result.text
 
     return bodies.map_assistant_text(body, rewrite), counts
+
+
+def mask_and_report(body: Mapping[str, Any], on_masked: OnMasked) -> dict[str, Any]:
+    """The masked body; what was masked goes to `on_masked` (metrics and a log line)."""
+    masked, counts = mask_outlet_body(body)
+    if counts:
+        on_masked(counts)
+    return masked
