@@ -96,7 +96,7 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
             settings.inprocess_worker if settings.inprocess_worker is not None else not settings.database_url
         )
         handlers = kinds.builtin_registry(settings, store)
-        if in_process and len(handlers):
+        if in_process:
             runtime.worker = worker.Worker(
                 store,
                 handlers,
@@ -107,9 +107,7 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
                 metrics_seconds=settings.job_metrics_seconds,
             )
             await runtime.worker.start()
-            log.info("inprocess_worker_started", kinds=sorted(handlers.kinds()))
-        elif in_process:
-            log.info("inprocess_worker_idle", reason="no job kind has a handler in this version")
+            log.info("inprocess_worker_started", kinds=sorted(handlers.kinds))
         try:
             yield runtime
         finally:

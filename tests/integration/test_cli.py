@@ -139,3 +139,5 @@ def test_serve_runs_embedded_with_state_under_data_dir(tmp_path: Path) -> None:
         process.terminate()
         output = process.communicate(timeout=10)[0]
     assert "auth_disabled" in output  # said loudly
+    assert "inprocess_worker_started" in output  # embedded mode runs the job worker in-process
+    assert "worker_stopped" in output or process.returncode == 0
