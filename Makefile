@@ -42,6 +42,7 @@ infinity:
 
 bench: install
 	$(BIN)/python bench/hooks_latency.py
+	$(BIN)/python bench/tokens.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
