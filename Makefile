@@ -25,6 +25,7 @@ run: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/ruff format --check services operator tests bench integrations e2e
 
 format: install

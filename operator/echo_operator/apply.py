@@ -134,7 +134,7 @@ class Kube:
         self, api_version: str, kind: str, namespace: str | None, name: str
     ) -> dict[str, Any] | None:
         try:
-            return await self._call("GET", path(api_version, kind, namespace, name))  # type: ignore[no-any-return]
+            return await self._call("GET", path(api_version, kind, namespace, name))
         except ApiError as error:
             if error.status == 404:
                 return None
@@ -158,7 +158,7 @@ class Kube:
     async def create(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
         api_version, kind, namespace, _ = _where(manifest)
         url = path(api_version, kind, namespace)
-        return await self._call("POST", url, body=dict(manifest), query={"fieldManager": FIELD_MANAGER})  # type: ignore[no-any-return]
+        return await self._call("POST", url, body=dict(manifest), query={"fieldManager": FIELD_MANAGER})
 
     async def apply(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
         """Server-side apply (field manager echo-operator, force); see the module doc for fallbacks."""
@@ -166,7 +166,7 @@ class Kube:
         query = {"fieldManager": FIELD_MANAGER, "force": "true"}
         ssa = "application/apply-patch+yaml"
         try:
-            return await self._call("PATCH", url, body=dict(manifest), query=query, content_type=ssa)  # type: ignore[no-any-return]
+            return await self._call("PATCH", url, body=dict(manifest), query=query, content_type=ssa)
         except ApiError as error:
             if error.status != 404:
                 raise
@@ -175,7 +175,7 @@ class Kube:
         except ApiError as error:
             if error.status != 409:
                 raise
-        return await self._call("PATCH", url, body=dict(manifest), query=query, content_type=ssa)  # type: ignore[no-any-return]
+        return await self._call("PATCH", url, body=dict(manifest), query=query, content_type=ssa)
 
     async def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
         """Delete (children first, in the background); False when it was already gone."""
@@ -193,7 +193,7 @@ class Kube:
     ) -> dict[str, Any]:
         url = path(api_version, kind, namespace, name, "status")
         body = {"status": dict(status)}
-        return await self._call("PATCH", url, body=body, content_type="application/merge-patch+json")  # type: ignore[no-any-return]
+        return await self._call("PATCH", url, body=body, content_type="application/merge-patch+json")
 
     async def has_api(self, api_version: str) -> bool:
         """Whether the server serves `group/version` (e.g. the Prometheus Operator's CRDs)."""

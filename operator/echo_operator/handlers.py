@@ -114,12 +114,16 @@ def build_registry() -> kopf.OperatorRegistry:
     kopf.on.cleanup(registry=registry)(cleanup)
     kopf.on.login(registry=registry)(login)
     kopf.on.probe(id="operator", registry=registry)(liveness)
+    # kopf's callback protocols list every keyword it may pass; ours take the few they use + **_.
     for decorator in (kopf.on.resume, kopf.on.create, kopf.on.update):
-        decorator(*resource, id="reconcile", registry=registry)(reconcile)
-    kopf.on.delete(*resource, id="delete", registry=registry)(delete)
-    owned = {tenant_module.MANAGED_BY: tenant_module.OPERATOR, tenant_module.INSTANCE: kopf.PRESENT}
+        decorator(*resource, id="reconcile", registry=registry)(reconcile)  # type: ignore[arg-type]
+    kopf.on.delete(*resource, id="delete", registry=registry)(delete)  # type: ignore[arg-type]
+    owned: dict[str, Any] = {
+        tenant_module.MANAGED_BY: tenant_module.OPERATOR,
+        tenant_module.INSTANCE: kopf.PRESENT,
+    }
     for plural in ("deployments", "statefulsets"):
         kopf.on.event("apps", "v1", plural, id=f"{plural}-status", labels=owned, registry=registry)(
-            child_event
+            child_event  # type: ignore[arg-type]
         )
     return registry

@@ -85,7 +85,13 @@ def _condition(
     kind: str, ready: bool | None, reason: str, message: str, generation: int | None, now: str
 ) -> dict[str, Any]:
     status = "Unknown" if ready is None else "True" if ready else "False"
-    out = {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": now}
+    out: dict[str, Any] = {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now,
+    }
     if generation is not None:
         out["observedGeneration"] = generation
     return out

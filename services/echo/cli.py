@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import ValidationError
 
 import echo
 from echo.errors import ConfigError
+
+if TYPE_CHECKING:
+    from echo.config.settings import Settings
 
 __all__ = ["main"]
 
@@ -21,7 +25,7 @@ def _settings_error(error: ValidationError) -> str:
     return "invalid environment: " + "; ".join(lines)
 
 
-def _load_settings(**overrides: object):  # type: ignore[no-untyped-def]
+def _load_settings(**overrides: Any) -> Settings:
     from echo.config.settings import Settings
 
     try:

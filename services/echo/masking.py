@@ -127,8 +127,8 @@ def _pem_span(text: str, header: re.Match[str], resolve: bool) -> tuple[int, int
     END line, else the end of the line where its base64 stops (less trailing blanks). None while text to
     come could change them, unless ``resolve``."""
     n = len(text)
-    stop = _PEM_BODY.match(text, header.end())
-    body_end = stop.end() if stop else header.end()
+    body = _PEM_BODY.match(text, header.end())
+    body_end = body.end() if body else header.end()
     if not resolve and body_end + _PEM_SLACK > n:
         return None
     end = _PEM_END.match(text, body_end)

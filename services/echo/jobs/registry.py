@@ -54,9 +54,13 @@ class Registry:
         if kind in self._specs:
             raise ValueError(f"a handler is already registered for job kind {kind!r}")
         base = policy if policy is not None else kinds.default_policy(kind)
-        overrides = {"max_attempts": max_attempts, "concurrency": concurrency, "retry": retry}
-        chosen = {name: value for name, value in overrides.items() if value is not None}
-        spec = HandlerSpec(kind, handler, replace(base, **chosen))
+        chosen = replace(
+            base,
+            max_attempts=base.max_attempts if max_attempts is None else max_attempts,
+            concurrency=base.concurrency if concurrency is None else concurrency,
+            retry=base.retry if retry is None else retry,
+        )
+        spec = HandlerSpec(kind, handler, chosen)
         self._specs[kind] = spec
         return spec
 

@@ -39,17 +39,20 @@ def _optional(module: str, name: str) -> tuple[type[Exception], ...]:
 
 
 # The SDK sends through aiohttp when it is installed, else httpx2 (its default) or httpx.
-_TIMEOUT_ERRORS = (
+_TIMEOUT_ERRORS: tuple[type[Exception], ...] = (
     TimeoutError,
     *_optional("httpx2", "TimeoutException"),
     *_optional("httpx", "TimeoutException"),
 )
-_TRANSPORT_ERRORS = (
+_TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
     *_optional("httpx2", "TransportError"),
     *_optional("httpx", "TransportError"),
     *_optional("aiohttp", "ClientError"),
 )
-_HTTP_ERRORS = (*_optional("httpx2", "HTTPError"), *_optional("httpx", "HTTPError"))
+_HTTP_ERRORS: tuple[type[Exception], ...] = (
+    *_optional("httpx2", "HTTPError"),
+    *_optional("httpx", "HTTPError"),
+)
 _T = TypeVar("_T")
 _CONTENT_FILTER = frozenset(
     {

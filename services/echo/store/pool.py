@@ -11,7 +11,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeAlias
 
 import asyncpg
 
@@ -19,7 +19,7 @@ from echo.store import errors, queries, tenancy
 
 __all__ = ["Connection", "Listener", "Record", "Store"]
 
-Record = asyncpg.Record
+Record: TypeAlias = asyncpg.Record
 SQL = queries.Query | str
 
 

@@ -49,8 +49,8 @@ def parse(text: str, *, source: str = "<string>") -> Mapping[str, Query]:
     for index, match in enumerate(matches):
         end = matches[index + 1].start() if index + 1 < len(matches) else len(text)
         body = text[match.end() : end].strip("\n")
-        description_lines = []
-        sql_lines = []
+        description_lines: list[str] = []
+        sql_lines: list[str] = []
         for line in body.splitlines():
             if not sql_lines and line.startswith("--"):
                 description_lines.append(line.lstrip("-").strip())

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from echo.errors import EchoError
 
@@ -125,7 +125,7 @@ class Record:
     @classmethod
     def from_stored(
         cls, stored: Mapping[str, Any], vector: Sequence[float] | None = None, **extra: Any
-    ) -> Record:
+    ) -> Self:
         own = {k: v for k, v in stored.items() if k not in RESERVED_KEYS}
         return cls(
             id=str(stored["_id"]),
