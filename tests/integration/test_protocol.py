@@ -248,3 +248,16 @@ def test_readyz_is_503_while_a_backend_cannot_answer(settings: Settings) -> None
         assert answer.status_code == 503
         assert answer.json()["checks"]["store"]["error"] == "connection refused"
         assert httpx.get(f"{server.url}/healthz").status_code == 200  # alive, just not ready
+
+
+@pytest.mark.parametrize("prefix", ["", "/v1"])
+def test_pipelines_lists_the_filters_for_the_admin_page(client: httpx.Client, prefix: str) -> None:
+    listing = client.get(f"{prefix}/pipelines").json()["data"]
+    assert [(p["id"], p["type"], p["valves"]) for p in listing] == [
+        ("echo_context", "filter", True),
+        ("echo_compression", "filter", True),
+        ("echo_memory", "filter", True),
+    ]
+    refused = client.post(f"{prefix}/pipelines/upload", files={"file": ("x.py", b"print(1)")})
+    assert refused.status_code == 405
+    assert "built in" in refused.json()["detail"]

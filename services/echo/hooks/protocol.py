@@ -89,6 +89,28 @@ def build_protocol_router(
                 )
         return {"data": data, "object": "list", "pipelines": True}
 
+    @router.get("/pipelines")
+    async def list_pipelines() -> dict[str, Any]:
+        """What Open WebUI's admin page (Settings → Pipelines) lists, with a valves editor per filter."""
+        data: list[dict[str, Any]] = [
+            {"id": flt.id, "name": flt.name, "type": "filter", "valves": True}
+            for flt in filter_set.filters.values()
+        ]
+        if pipes_enabled:
+            data += [
+                {"id": pipe.id, "name": pipe.name, "type": "pipe", "valves": False}
+                for pipe in filter_set.pipes.values()
+            ]
+        return {"data": data}
+
+    @router.post("/pipelines/{action}")
+    async def change_pipelines(action: str) -> None:
+        raise HTTPException(
+            status_code=405,
+            detail=f"pipelines/{action}: ECHO's filters are built in; pipeline code cannot be uploaded, "
+            "added or deleted here (configure them with valves)",
+        )
+
     @router.post("/{hook_id}/filter/{phase}")
     async def filter_hook(hook_id: str, phase: str, request: Request) -> JSONResponse:
         if phase not in ("inlet", "outlet"):
