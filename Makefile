@@ -84,3 +84,13 @@ crds: install
 .PHONY: docs
 docs: install
 	$(BIN)/python -m echo.config.reference docs/configuration.md
+
+# ECHO behind a real Open WebUI 0.12.4, offline (about 3 GB for its venv; not part of `make test`).
+.PHONY: openwebui-venv openwebui-live
+openwebui-venv:
+	test -x .venv-openwebui/bin/open-webui || { $(PYTHON) -m venv .venv-openwebui && \
+	  .venv-openwebui/bin/pip install --quiet torch==2.13.0 && \
+	  .venv-openwebui/bin/pip install --quiet open-webui==0.12.4; }
+
+openwebui-live: install openwebui-venv
+	$(BIN)/python e2e/openwebui_live.py

@@ -1,0 +1,245 @@
+"""ECHO behind a real Open WebUI 0.12.4, on this machine, offline (`make openwebui-live`).
+
+Starts the fake Gemini server, `echoctl serve` (embedded) with the Gemini pipe pointed at it, and
+Open WebUI (from its own venv, `.venv-openwebui`) with ECHO as its Pipelines connection; then, through
+Open WebUI's own API: signs up an admin, checks the pipe models and the admin Pipelines page,
+edits a valve, chats (plain and streamed) with a Google key and a GitHub token in the answer and
+checks they arrive masked, installs `integrations/openwebui/echo_filter_function.py` as a global
+Function and checks that every hook then runs twice (once per way of connecting). Prints a table
+of what it checked and exits non-zero on the first failure. Needs about 3 GB for the venv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fakes.gemini_server import FakeGemini  # noqa: E402
+
+OPENWEBUI = ROOT / ".venv-openwebui" / "bin" / "open-webui"
+ECHO_KEY = "live-check-key"
+GOOGLE_KEY = "AIza" + "Sy" + "Q7x" * 11
+GITHUB_TOKEN = "ghp_" + "Ab1" * 12
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(url: str, seconds: float, ok: str = "") -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            answer = httpx.get(url, timeout=2)
+            if answer.status_code == 200 and ok in answer.text:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"{url} did not answer in {seconds} s")
+
+
+class Checks:
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str]] = []
+
+    def __call__(self, what: str, passed: bool, detail: Any = "") -> None:
+        self.rows.append((what, "ok" if passed else "FAILED"))
+        print(f"{'ok' if passed else 'FAILED':7} {what}", flush=True)
+        if not passed:
+            raise SystemExit(f"failed: {what}: {str(detail)[:500]}")
+
+
+def main() -> int:
+    if not OPENWEBUI.exists():
+        print(f"{OPENWEBUI} is missing: run `make openwebui-venv` first", file=sys.stderr)
+        return 2
+    check = Checks()
+    work = Path(tempfile.mkdtemp(prefix="echo-openwebui-"))
+    echo_port, webui_port = free_port(), free_port()
+    processes: list[subprocess.Popen[bytes]] = []
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("ECHO_", "GEMINI_"))}
+    with FakeGemini() as gemini:
+        try:
+            echo_env = {
+                **base_env,
+                "ECHO_API_KEY": ECHO_KEY,
+                "ECHO_GEMINI_API_KEY": "fake",
+                "ECHO_GEMINI_BASE_URL": gemini.base_url,
+                "ECHO_DATA_DIR": str(work / "echo"),
+                "ECHO_PORT": str(echo_port),
+            }
+            echo_log = (work / "echo.log").open("wb")
+            processes.append(
+                subprocess.Popen(
+                    [str(ROOT / ".venv/bin/echoctl"), "serve"],
+                    env=echo_env,
+                    stdout=echo_log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+            wait_for(f"http://127.0.0.1:{echo_port}/readyz", 90, '"ready"')
+            webui_env = {
+                **base_env,
+                "DATA_DIR": str(work / "webui"),
+                "WEBUI_SECRET_KEY": "live-check",
+                "OFFLINE_MODE": "true",
+                "HF_HUB_OFFLINE": "1",
+                "ENABLE_OLLAMA_API": "false",
+                "ENABLE_OPENAI_API": "true",
+                "OPENAI_API_BASE_URLS": f"http://127.0.0.1:{echo_port}",
+                "OPENAI_API_KEYS": ECHO_KEY,
+                "RAG_EMBEDDING_ENGINE": "openai",
+                "BYPASS_EMBEDDING_AND_RETRIEVAL": "true",
+                "ENABLE_TITLE_GENERATION": "false",
+                "ENABLE_TAGS_GENERATION": "false",
+                "ENABLE_FOLLOW_UP_GENERATION": "false",
+                "ENABLE_RETRIEVAL_QUERY_GENERATION": "false",
+                "BYPASS_MODEL_ACCESS_CONTROL": "true",
+            }
+            webui_log = (work / "webui.log").open("wb")
+            processes.append(
+                subprocess.Popen(
+                    [str(OPENWEBUI), "serve", "--host", "127.0.0.1", "--port", str(webui_port)],
+                    env=webui_env,
+                    cwd=work,
+                    stdout=webui_log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+            wait_for(f"http://127.0.0.1:{webui_port}/health", 180, "true")
+            run_checks(check, f"http://127.0.0.1:{webui_port}", f"http://127.0.0.1:{echo_port}")
+        finally:
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                process.wait(timeout=30)
+    print(f"\n{len(check.rows)} checks passed against Open WebUI (logs in {work})")
+    return 0
+
+
+def run_checks(check: Checks, webui: str, echo: str) -> None:
+    signup = httpx.post(
+        f"{webui}/api/v1/auths/signup",
+        json={"name": "Admin", "email": "admin@example.com", "password": "live-check-123"},
+    )
+    token = signup.json()["token"]
+    http = httpx.Client(base_url=webui, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    echo_http = httpx.Client(base_url=echo, headers={"Authorization": f"Bearer {ECHO_KEY}"}, timeout=10)
+
+    models = {m["id"] for m in http.get("/api/models").json()["data"]}
+    check("Open WebUI lists the echo.* pipe models", "echo.gemini-2.5-flash" in models, models)
+    pipelines = http.get("/api/v1/pipelines/", params={"urlIdx": 0}).json()["data"]
+    check(
+        "admin Pipelines page lists the three filters",
+        {p["id"] for p in pipelines if p["type"] == "filter"}
+        == {"echo_context", "echo_compression", "echo_memory"},
+        pipelines,
+    )
+    updated = http.post(
+        "/api/v1/pipelines/echo_memory/valves/update", params={"urlIdx": 0}, json={"WINDOW_SIZE": 7}
+    ).json()
+    check(
+        "a valve edited in Open WebUI reaches ECHO",
+        updated.get("WINDOW_SIZE") == 7 and echo_http.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 7,
+        updated,
+    )
+
+    chat = {
+        "model": "echo.gemini-2.5-flash",
+        "stream": False,
+        "messages": [{"role": "user", "content": f"repeat {GOOGLE_KEY} please"}],
+    }
+    answer = http.post("/api/chat/completions", json=chat).json()
+    content = answer["choices"][0]["message"]["content"]
+    check(
+        "a chat through Open WebUI answers, the Google key masked",
+        "[CLÉ API GOOGLE MASQUÉE PAR SÉCURITÉ]" in content and GOOGLE_KEY not in content,
+        answer,
+    )
+    streamed = http.post(
+        "/api/chat/completions",
+        json={
+            **chat,
+            "stream": True,
+            "messages": [{"role": "user", "content": f"token {GITHUB_TOKEN} here"}],
+        },
+    )
+    check(
+        "a streamed chat arrives masked",
+        "[JETON GITHUB MASQUÉ PAR SÉCURITÉ]" in streamed.text and GITHUB_TOKEN[:12] not in streamed.text,
+        streamed.text[:500],
+    )
+    counts = hook_counts(echo_http)
+    check(
+        "Open WebUI called every filter's inlet and outlet, and the pipe's",
+        all(
+            counts.get((f, p), 0) >= 2
+            for f in ("echo_context", "echo_compression", "echo_memory", "echo.gemini-2.5-flash")
+            for p in ("inlet", "outlet")
+        ),
+        counts,
+    )
+
+    function = (ROOT / "integrations/openwebui/echo_filter_function.py").read_text()
+    created = http.post(
+        "/api/v1/functions/create",
+        json={"id": "echo", "name": "ECHO", "content": function, "meta": {"description": "ECHO hooks"}},
+    )
+    check("the Function file is accepted by Open WebUI", created.status_code == 200, created.text)
+    http.post(
+        "/api/v1/functions/id/echo/valves/update",
+        json={
+            "ECHO_URL": echo,
+            "ECHO_API_KEY": ECHO_KEY,
+            "TIMEOUT_SECONDS": 2.0,
+            "OUTLET_TIMEOUT_SECONDS": 10.0,
+            "FILTER_IDS": "echo_context,echo_compression,echo_memory",
+            "priority": 0,
+        },
+    )
+    http.post("/api/v1/functions/id/echo/toggle")
+    http.post("/api/v1/functions/id/echo/toggle/global")
+    before = hook_counts(echo_http)
+    http.post("/api/chat/completions", json={**chat, "messages": [{"role": "user", "content": "hi"}]})
+    after = hook_counts(echo_http)
+    twice = all(
+        after.get((f, p), 0) - before.get((f, p), 0) == 2
+        for f in ("echo_context", "echo_compression", "echo_memory")
+        for p in ("inlet", "outlet")
+    )
+    check(
+        "with the Function enabled too, each filter runs twice (connection + Function)",
+        twice,
+        json.dumps({str(k): v for k, v in after.items()}),
+    )
+
+
+def hook_counts(echo_http: httpx.Client) -> dict[tuple[str, str], float]:
+    counts: dict[tuple[str, str], float] = {}
+    for line in echo_http.get("/metrics").text.splitlines():
+        if line.startswith("echo_hook_requests_total{"):
+            labels = dict(
+                part.split("=", 1) for part in line[line.index("{") + 1 : line.index("}")].split(",")
+            )
+            key = (labels["filter"].strip('"'), labels["phase"].strip('"'))
+            counts[key] = counts.get(key, 0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+if __name__ == "__main__":
+    sys.exit(main())
