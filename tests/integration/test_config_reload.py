@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -68,7 +69,7 @@ def test_hot_reload_good_then_bad_then_good(tmp_path: Path) -> None:
     ):
         assert http.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 7
         compression = http.get("/echo_compression/valves").json()
-        assert compression["model_thresholds"]["house"]["max_context_tokens"] == 50000
+        assert json.loads(compression["model_thresholds"])["house"]["max_context_tokens"] == 50000
 
         valves_file.write_text("echo_memory:\n  WINDOW_SIZE: 11\n")
         wait_for(lambda: http.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 11)
@@ -90,7 +91,7 @@ def test_hot_reload_good_then_bad_then_good(tmp_path: Path) -> None:
         wait_for(lambda: http.get("/readyz").json()["status"] == "ready")
         assert http.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 4
         compression = http.get("/echo_compression/valves").json()
-        assert compression["model_thresholds"]["house"]["max_context_tokens"] == 60000
+        assert json.loads(compression["model_thresholds"])["house"]["max_context_tokens"] == 60000
         assert "echo_config_last_reload_ok 1.0" in http.get("/metrics").text
 
 

@@ -261,3 +261,21 @@ def test_pipelines_lists_the_filters_for_the_admin_page(client: httpx.Client, pr
     refused = client.post(f"{prefix}/pipelines/upload", files={"file": ("x.py", b"print(1)")})
     assert refused.status_code == 405
     assert "built in" in refused.json()["detail"]
+
+
+def test_mapping_valves_round_trip_as_json_text_for_the_editor(client: httpx.Client) -> None:
+    """Open WebUI's valves editor shows each valve in a text field and posts back what it shows."""
+    shown = client.get("/echo_compression/valves").json()
+    table = json.loads(shown["model_thresholds"])
+    assert table["gemini-2.5-flash"]["max_context_tokens"] == 1048576
+    table["house-model"] = {"compression_threshold_tokens": 1000, "max_context_tokens": 50000}
+    saved = client.post(
+        "/echo_compression/valves/update", json={**shown, "model_thresholds": json.dumps(table)}
+    )
+    assert saved.status_code == 200
+    assert "house-model" in json.loads(saved.json()["model_thresholds"])
+    as_mapping = client.post("/echo_compression/valves/update", json={"model_thresholds": table})
+    assert as_mapping.status_code == 200  # files and API clients send a mapping
+    broken = client.post("/echo_compression/valves/update", json={"model_thresholds": "[object Object]"})
+    assert broken.status_code == 422
+    assert "model_thresholds: not valid JSON text" in broken.json()["detail"]["message"]

@@ -6,6 +6,8 @@ Seed 000 spells its valves in capitals (`WINDOW_SIZE`), seed 002 in snake case
 
 from __future__ import annotations
 
+import json
+import typing
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -26,9 +28,28 @@ SUMMARY_OUTPUT_SHARE = 0.8
 
 
 class Valves(BaseModel):
-    """Base of every filter's valves: unknown names are refused, so a typo is an error."""
+    """Base of every filter's valves: unknown names are refused, so a typo is an error.
+
+    Open WebUI's valves editor shows every valve in a text field, so a mapping valve such as
+    `model_thresholds` comes back from it as JSON text: it is accepted in that form too.
+    """
 
     model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_text_for_mappings(cls, data: object) -> object:
+        if not isinstance(data, dict):
+            return data
+        parsed = dict(data)
+        for name, field in cls.model_fields.items():
+            value = parsed.get(name)
+            if isinstance(value, str) and typing.get_origin(field.annotation) is dict:
+                try:
+                    parsed[name] = json.loads(value) if value.strip() else {}
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{name}: not valid JSON text ({error})") from error
+        return parsed
 
 
 class ContextValves(Valves):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, cast
 
@@ -12,6 +13,7 @@ from opentelemetry import propagate
 
 from echo import bodies
 from echo.config import live as live_config
+from echo.config.valves import Valves
 from echo.errors import ConfigError
 from echo.filters import base, registry
 from echo.hooks import runner, wire
@@ -19,6 +21,13 @@ from echo.hooks import runner, wire
 __all__ = ["build_protocol_router"]
 
 log = structlog.get_logger("echo.hooks")
+
+
+def _editor_view(valves: Valves) -> dict[str, Any]:
+    """Valves as Open WebUI's editor shows them: it puts every valve in a text field, so mappings
+    (`model_thresholds`) go as JSON text, which `valves/update` accepts back."""
+    dumped = valves.model_dump(mode="json")
+    return {name: json.dumps(value) if isinstance(value, dict) else value for name, value in dumped.items()}
 
 
 def build_protocol_router(
@@ -136,7 +145,7 @@ def build_protocol_router(
     @router.get("/{filter_id}/valves")
     async def get_valves(filter_id: str) -> dict[str, Any]:
         known_filter(filter_id)
-        return config.valves(filter_id).model_dump(mode="json")
+        return _editor_view(config.valves(filter_id))
 
     @router.get("/{filter_id}/valves/spec")
     async def get_valves_spec(filter_id: str) -> dict[str, Any]:
@@ -158,6 +167,6 @@ def build_protocol_router(
         except ConfigError as error:
             raise HTTPException(status_code=422, detail={"message": str(error)}) from error
         log.info("valves_updated", filter=filter_id)
-        return valves.model_dump(mode="json")
+        return _editor_view(valves)
 
     return router
