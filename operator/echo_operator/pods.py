@@ -17,12 +17,14 @@ from echo_operator.tenant import Tenant
 __all__ = [
     "ECHO_UID",
     "container_security",
+    "deployment",
     "echo_env",
     "echo_volume_mounts",
     "echo_volumes",
     "env",
     "pod_spec",
     "resources",
+    "scale_target",
     "secret_env",
 ]
 
@@ -153,3 +155,26 @@ def echo_volume_mounts() -> list[Manifest]:
         {"name": "valves", "mountPath": tenant_module.VALVES_DIR, "readOnly": True},
         {"name": "model-thresholds", "mountPath": tenant_module.THRESHOLDS_DIR, "readOnly": True},
     ]
+
+
+def deployment(
+    tenant: Tenant, component: str, pod: Manifest, *, replicas: int | None, strategy: Manifest | None = None
+) -> Manifest:
+    """The Deployment of one component; `replicas` is None when an autoscaler owns the count."""
+    spec: Manifest = {"revisionHistoryLimit": 5, "selector": {"matchLabels": tenant.selector(component)}}
+    if replicas is not None:
+        spec = {"replicas": replicas, **spec}
+    if strategy is not None:
+        spec["strategy"] = strategy
+    spec["template"] = {"metadata": {"labels": tenant.labels(component)}, "spec": pod}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": tenant.metadata(tenant.child(component), component),
+        "spec": spec,
+    }
+
+
+def scale_target(tenant: Tenant, component: str) -> Manifest:
+    """What an HPA or a KEDA ScaledObject scales: the component's Deployment."""
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "name": tenant.child(component)}

@@ -45,25 +45,13 @@ def _deployment(tenant: Tenant) -> Manifest:
         "resources": pods.resources(distiller.resources, DEFAULT_RESOURCES),
         "volumeMounts": pods.echo_volume_mounts(),
     }
-    spec: Manifest = {
-        "revisionHistoryLimit": 5,
-        "selector": {"matchLabels": tenant.selector(COMPONENT)},
-        "template": {
-            "metadata": {"labels": tenant.labels(COMPONENT)},
-            # Workers release their leases within ECHO_JOB_GRACE_SECONDS (20 s) of SIGTERM.
-            "spec": pods.pod_spec(
-                tenant, [container], pods.echo_volumes(tenant), terminationGracePeriodSeconds=30
-            ),
-        },
-    }
-    if not _scaled(tenant):
-        spec = {"replicas": distiller.replicas, **spec}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
-        "spec": spec,
-    }
+    return pods.deployment(
+        tenant,
+        COMPONENT,
+        # Workers release their leases within ECHO_JOB_GRACE_SECONDS (20 s) of SIGTERM.
+        pods.pod_spec(tenant, [container], pods.echo_volumes(tenant), terminationGracePeriodSeconds=30),
+        replicas=None if _scaled(tenant) else distiller.replicas,
+    )
 
 
 def _hpa(tenant: Tenant) -> Manifest:
@@ -73,11 +61,7 @@ def _hpa(tenant: Tenant) -> Manifest:
         "kind": "HorizontalPodAutoscaler",
         "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
         "spec": {
-            "scaleTargetRef": {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "name": tenant.child(COMPONENT),
-            },
+            "scaleTargetRef": pods.scale_target(tenant, COMPONENT),
             "minReplicas": distiller.min_replicas,
             "maxReplicas": distiller.max_replicas,
             "metrics": [
@@ -104,11 +88,7 @@ def _scaled_object(tenant: Tenant) -> Manifest:
         "kind": "ScaledObject",
         "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
         "spec": {
-            "scaleTargetRef": {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "name": tenant.child(COMPONENT),
-            },
+            "scaleTargetRef": pods.scale_target(tenant, COMPONENT),
             "minReplicaCount": distiller.min_replicas,
             "maxReplicaCount": distiller.max_replicas,
             "pollingInterval": 15,

@@ -95,23 +95,13 @@ def _deployment(tenant: Tenant) -> Manifest:
     ]
     # A GPU pod cannot surge onto a GPU that is not free: replace pods one at a time instead.
     rolling = {"maxUnavailable": 1, "maxSurge": 0} if gpu else {"maxUnavailable": 0, "maxSurge": 1}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
-        "spec": {
-            "replicas": embedding.replicas,
-            "revisionHistoryLimit": 5,
-            "selector": {"matchLabels": tenant.selector(COMPONENT)},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": rolling},
-            "template": {
-                "metadata": {"labels": tenant.labels(COMPONENT)},
-                "spec": pods.pod_spec(
-                    tenant, [container], volumes, terminationGracePeriodSeconds=30, **_scheduling(tenant)
-                ),
-            },
-        },
-    }
+    return pods.deployment(
+        tenant,
+        COMPONENT,
+        pods.pod_spec(tenant, [container], volumes, terminationGracePeriodSeconds=30, **_scheduling(tenant)),
+        replicas=embedding.replicas,
+        strategy={"type": "RollingUpdate", "rollingUpdate": rolling},
+    )
 
 
 def _service(tenant: Tenant) -> Manifest:

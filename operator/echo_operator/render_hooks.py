@@ -44,25 +44,14 @@ def _deployment(tenant: Tenant) -> Manifest:
         "resources": pods.resources(hooks.resources, DEFAULT_RESOURCES),
         "volumeMounts": pods.echo_volume_mounts(),
     }
-    spec: Manifest = {
-        "revisionHistoryLimit": 5,
-        "selector": {"matchLabels": tenant.selector(COMPONENT)},
-        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
-        "template": {
-            "metadata": {"labels": tenant.labels(COMPONENT)},
-            "spec": pods.pod_spec(
-                tenant, [container], pods.echo_volumes(tenant), terminationGracePeriodSeconds=30
-            ),
-        },
-    }
-    if not hooks.autoscaling.enabled:  # with an HPA the replica count is the HPA's field, not ours
-        spec = {"replicas": hooks.replicas, **spec}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
-        "spec": spec,
-    }
+    return pods.deployment(
+        tenant,
+        COMPONENT,
+        pods.pod_spec(tenant, [container], pods.echo_volumes(tenant), terminationGracePeriodSeconds=30),
+        # with an HPA the replica count is the HPA's field, not ours
+        replicas=None if hooks.autoscaling.enabled else hooks.replicas,
+        strategy={"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+    )
 
 
 def _service(tenant: Tenant) -> Manifest:
@@ -97,11 +86,7 @@ def _hpa(tenant: Tenant) -> Manifest:
         "kind": "HorizontalPodAutoscaler",
         "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
         "spec": {
-            "scaleTargetRef": {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "name": tenant.child(COMPONENT),
-            },
+            "scaleTargetRef": pods.scale_target(tenant, COMPONENT),
             "minReplicas": autoscaling.min_replicas,
             "maxReplicas": autoscaling.max_replicas,
             "metrics": [
