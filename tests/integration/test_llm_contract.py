@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from fakes import llm_samples
 from fakes.gemini_server import FakeGemini
 from fakes.live_server import LiveServer
+from fakes.llm_samples import DISTILLATION_SCHEMA as DISTILLATION
 from fakes.openai_server import FakeOpenAI
 from prometheus_client import REGISTRY
 
@@ -20,16 +22,6 @@ from echo.llm.retries import RetryPolicy
 
 pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession:DeprecationWarning")
 
-DISTILLATION = {
-    "type": "object",
-    "properties": {
-        "summary": {"type": "string"},
-        "memory_importance": {"type": "integer", "minimum": 1, "maximum": 5},
-        "memory_id": {"type": "string"},
-        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 5},
-    },
-    "required": ["summary", "memory_importance", "memory_id", "tags"],
-}
 MEMORY = {
     "summary": "Ana prefers tea.",
     "memory_importance": 3,
@@ -86,12 +78,7 @@ async def adapter(
 
 
 def req(**fields: Any) -> LLMRequest:
-    base: dict[str, Any] = {
-        "model": "gemini-2.5-flash",
-        "messages": [("user", CONVERSATION)],
-        "purpose": "contract",
-    }
-    return LLMRequest(**{**base, **fields})
+    return llm_samples.request("gemini-2.5-flash", CONVERSATION, **{"purpose": "contract", **fields})
 
 
 async def test_a_text_request_gets_a_text_result(adapter: Adapter) -> None:

@@ -7,9 +7,12 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from fakes import llm_samples
 from fakes.gemini_server import FakeGemini
+from fakes.llm_samples import DISTILLATION_SCHEMA as MEMORY
+from fakes.llm_samples import FAST_RETRIES as FAST
+from fakes.llm_samples import sample
 from google.genai import _api_client
-from prometheus_client import REGISTRY
 
 from echo.llm.errors import EmptyAnswer, InvalidJSON, LLMError
 from echo.llm.gemini import GeminiLLM
@@ -19,17 +22,6 @@ from echo.llm.retries import RetryPolicy
 # The SDK subclasses aiohttp.ClientSession when aiohttp is installed (it is, for the dev extras).
 pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession:DeprecationWarning")
 
-FAST = RetryPolicy(max_retries=3, max_total_wait_s=5, base_delay_s=0.01, max_delay_s=0.05)
-MEMORY = {
-    "type": "object",
-    "properties": {
-        "summary": {"type": "string"},
-        "memory_importance": {"type": "integer", "minimum": 1, "maximum": 5},
-        "memory_id": {"type": "string"},
-        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 5},
-    },
-    "required": ["summary", "memory_importance", "memory_id", "tags"],
-}
 DISTILLED = {
     "summary": "Ana is allergic to peanuts.",
     "memory_importance": 5,
@@ -68,16 +60,7 @@ async def llm(fake: FakeGemini) -> AsyncIterator[GeminiLLM]:
 
 
 def req(**fields: Any) -> LLMRequest:
-    base: dict[str, Any] = {
-        "model": "gemini-2.5-flash",
-        "messages": [("user", "Summarise this.")],
-        "purpose": "summary",
-    }
-    return LLMRequest(**{**base, **fields})
-
-
-def sample(name: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(name, labels) or 0.0
+    return llm_samples.request("gemini-2.5-flash", **fields)
 
 
 async def test_text_generation_sends_the_request_and_reads_the_answer(

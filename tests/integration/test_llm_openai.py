@@ -11,9 +11,11 @@ from email.utils import format_datetime
 from typing import Any
 
 import pytest
+from fakes import llm_samples
 from fakes.live_server import LiveServer
+from fakes.llm_samples import FAST_RETRIES as FAST
+from fakes.llm_samples import sample
 from fakes.openai_server import FakeOpenAI
-from prometheus_client import REGISTRY
 
 from echo.config.settings import Settings
 from echo.llm import factory
@@ -22,7 +24,6 @@ from echo.llm.interface import LLMRequest, Usage
 from echo.llm.openai_compatible import OpenAICompatibleLLM
 from echo.llm.retries import RetryPolicy
 
-FAST = RetryPolicy(max_retries=3, max_total_wait_s=5, base_delay_s=0.01, max_delay_s=0.05)
 KEY = "sk-test-123"
 SCHEMA = {
     "type": "object",
@@ -58,16 +59,7 @@ async def llm(base_url: str) -> AsyncIterator[OpenAICompatibleLLM]:
 
 
 def req(**fields: Any) -> LLMRequest:
-    base: dict[str, Any] = {
-        "model": "deepseek-chat",
-        "messages": [("user", "Summarise this.")],
-        "purpose": "summary",
-    }
-    return LLMRequest(**{**base, **fields})
-
-
-def sample(name: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(name, labels) or 0.0
+    return llm_samples.request("deepseek-chat", **fields)
 
 
 async def test_the_request_is_an_openai_chat_completion(llm: OpenAICompatibleLLM, fake: FakeOpenAI) -> None:

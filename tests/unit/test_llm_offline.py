@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 import pytest
+from fakes.llm_samples import DISTILLATION_SCHEMA as DISTILLATION
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
@@ -15,16 +16,6 @@ from echo.llm import extractive
 from echo.llm.interface import LLMRequest
 from echo.llm.offline import OfflineLLM, fill_schema
 
-DISTILLATION = {
-    "type": "object",
-    "properties": {
-        "summary": {"type": "string", "description": "100–1000 words"},
-        "memory_importance": {"type": "integer", "minimum": 1, "maximum": 5},
-        "memory_id": {"type": "string"},
-        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 5},
-    },
-    "required": ["summary", "memory_importance", "memory_id", "tags"],
-}
 CONVERSATION = """user: I am migrating the billing service from MySQL to PostgreSQL this quarter.
 assistant: Good plan. The billing service should keep its invoices table partitioned by month.
 user: The PostgreSQL cluster runs version 16 and the billing invoices must never be deleted.
