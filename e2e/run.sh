@@ -137,7 +137,9 @@ curl -fsS "http://127.0.0.1:$LOCAL_PORT/healthz" >/dev/null || die "the port-for
 api_key="$(k -n "$TENANT_NS" get secret "$TENANT-api-key" -o jsonpath='{.data.api-key}' | base64 -d)"
 [[ -n "$api_key" ]] || die "the operator did not generate Secret $TENANT-api-key"
 # The Pipelines protocol by hand first (what Open WebUI calls), then the full test.
-curl -fsS -H "Authorization: Bearer $api_key" "http://127.0.0.1:$LOCAL_PORT/models" | "$PYTHON" -m json.tool | head -n 20
+# (whole output kept before `head`: under pipefail, head closing the pipe early would fail the step)
+models="$(curl -fsS -H "Authorization: Bearer $api_key" "http://127.0.0.1:$LOCAL_PORT/models" | "$PYTHON" -m json.tool)"
+head -n 20 <<<"$models"
 E2E_HOOKS_URL="http://127.0.0.1:$LOCAL_PORT" E2E_API_KEY="$api_key" \
   "$PYTHON" -m pytest e2e/test_chat.py -v -p no:cacheprovider -o addopts="" --timeout 120
 

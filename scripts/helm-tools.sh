@@ -37,11 +37,19 @@ if [[ "$(uname -s)-$(uname -m)" != "Linux-x86_64" ]]; then
 fi
 
 helm_ok() { [[ -x "$BIN/helm" && "$("$BIN/helm" version --template '{{.Version}}' 2>/dev/null)" == "$HELM_VERSION" ]]; }
+# Each check captures the tool's whole output before matching: `tool | grep -q` under pipefail fails
+# at random when grep exits first and the tool dies of SIGPIPE.
 kubectl_ok() {
-  [[ -x "$BIN/kubectl" ]] && "$BIN/kubectl" version --client 2>/dev/null | grep -qx "Client Version: $KUBECTL_VERSION"
+  [[ -x "$BIN/kubectl" ]] || return 1
+  local out
+  out="$("$BIN/kubectl" version --client 2>/dev/null)" || return 1
+  grep -qx "Client Version: $KUBECTL_VERSION" <<<"$out"
 }
 promtool_ok() {
-  [[ -x "$BIN/promtool" ]] && "$BIN/promtool" --version 2>/dev/null | head -n 1 | grep -q "version $PROMTOOL_SERIES"
+  [[ -x "$BIN/promtool" ]] || return 1
+  local out
+  out="$("$BIN/promtool" --version 2>/dev/null)" || return 1
+  grep -q "version $PROMTOOL_SERIES" <<<"${out%%$'\n'*}"
 }
 
 fetch_layer() {
