@@ -125,11 +125,20 @@ class Distiller(Section):
     concurrency: int = Field(4, ge=1, le=256, description="Jobs one worker runs at once.")
     image: str | None = Field(None, description="Full image reference; default images.echo.")
     resources: shapes.Resources | None = Field(None, description="Default: 100m/256Mi, limit 1Gi.")
-    autoscaling: bool = Field(True, description="Scale on echo_jobs_pending (HPA, or KEDA when keda).")
+    autoscaling: bool = Field(
+        True,
+        description="Scale on the tenant's pending jobs (echo_jobs_pending, read from Prometheus: the "
+        "distillers must be scraped, e.g. monitoring.serviceMonitor).",
+    )
     min_replicas: int = Field(1, ge=1, le=100, description="Fewest replicas when autoscaling.")
     max_replicas: int = Field(5, ge=1, le=100, description="Most replicas when autoscaling.")
     target_pending_jobs: int = Field(10, ge=1, description="Pending jobs per replica aimed at.")
-    keda: bool = Field(False, description="A KEDA ScaledObject (Prometheus trigger) instead of an HPA.")
+    keda: bool = Field(
+        True,
+        description="A KEDA ScaledObject with a Prometheus trigger (needs KEDA); false: an HPA on the "
+        "External metric echo_jobs_pending (needs prometheus-adapter with the chart's rule, "
+        "value prometheusAdapterRules).",
+    )
     prometheus_address: str = Field(
         "http://prometheus-operated.monitoring.svc:9090",
         pattern=HTTP_URL,

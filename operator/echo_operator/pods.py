@@ -1,4 +1,5 @@
-"""Pod building blocks shared by every workload: secure defaults, volumes, the ECHO_* env. Pure.
+"""Building blocks shared by every workload: secure pod defaults, volumes, the ECHO_* env, and the
+Deployment, Service and HorizontalPodAutoscaler of a component. Pure.
 
 Every pod runs as non-root with a read-only root filesystem (an emptyDir for /tmp), no
 capabilities, no privilege escalation, the RuntimeDefault seccomp profile and no service account
@@ -22,10 +23,13 @@ __all__ = [
     "echo_volume_mounts",
     "echo_volumes",
     "env",
+    "horizontal_pod_autoscaler",
     "pod_spec",
     "resources",
     "scale_target",
     "secret_env",
+    "service",
+    "service_port",
 ]
 
 ECHO_UID = 10001
@@ -178,3 +182,54 @@ def deployment(
 def scale_target(tenant: Tenant, component: str) -> Manifest:
     """What an HPA or a KEDA ScaledObject scales: the component's Deployment."""
     return {"apiVersion": "apps/v1", "kind": "Deployment", "name": tenant.child(component)}
+
+
+def service_port(name: str, port: int) -> Manifest:
+    """A TCP port of a Service that targets the container port of the same name."""
+    return {"name": name, "port": port, "targetPort": name, "protocol": "TCP"}
+
+
+def service(
+    tenant: Tenant,
+    component: str,
+    ports: list[Manifest],
+    *,
+    service_type: str = "ClusterIP",
+    headless: bool = False,
+) -> Manifest:
+    """The Service `<name>-<component>` in front of the component's pods; `headless` gives each
+    pod of a StatefulSet its own DNS name (`clusterIP: None`) instead of one virtual IP."""
+    spec: Manifest = {"clusterIP": "None"} if headless else {"type": service_type}
+    spec |= {"selector": tenant.selector(component), "ports": ports}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": tenant.metadata(tenant.child(component), component),
+        "spec": spec,
+    }
+
+
+def horizontal_pod_autoscaler(
+    tenant: Tenant,
+    component: str,
+    *,
+    min_replicas: int,
+    max_replicas: int,
+    metric: Manifest,
+    behavior: Manifest | None = None,
+) -> Manifest:
+    """An autoscaling/v2 HPA of the component's Deployment on one metric (a `metrics[]` item)."""
+    spec: Manifest = {
+        "scaleTargetRef": scale_target(tenant, component),
+        "minReplicas": min_replicas,
+        "maxReplicas": max_replicas,
+        "metrics": [metric],
+    }
+    if behavior is not None:
+        spec["behavior"] = behavior
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": tenant.metadata(tenant.child(component), component),
+        "spec": spec,
+    }

@@ -1,8 +1,14 @@
-"""echo-distiller children: the worker Deployment and its scaler on queue depth. Pure.
+"""echo-distiller children: the worker Deployment and its autoscaler on queue depth. Pure.
 
-Scaling signal: `echo_jobs_pending` (by kind; every worker reports the same tenant-wide count, so
-take the max across pods, not the sum). The HPA reads it as an External metric selected by
-`tenant=<name>` (the ServiceMonitors add that label); KEDA queries Prometheus directly.
+Scaling signal: `echo_jobs_pending{kind}`. Every worker reports the same tenant-wide count per
+kind, so a tenant's pending jobs are the sum over kinds of the max over pods; a sum over pods would
+count the queue once per replica and scale without end. The series carry `namespace` and
+`tenant=<name>` (the tenant's ServiceMonitors add it: `spec.monitoring.serviceMonitor`).
+
+Default: a KEDA ScaledObject whose Prometheus trigger runs `pending_jobs_query`. Fallback
+(`distiller.keda: false`): an HPA on the External metric `echo_jobs_pending`, which prometheus-adapter
+serves only with the external rule the chart ships (value `prometheusAdapterRules`), whose
+metricsQuery is `ADAPTER_METRICS_QUERY`: the same query, so both scale alike.
 """
 
 from __future__ import annotations
@@ -10,19 +16,28 @@ from __future__ import annotations
 from typing import Any
 
 from echo_operator import pods
-from echo_operator.tenant import WORKER_METRICS_PORT, Tenant
+from echo_operator.tenant import METRICS_TENANT_LABEL, WORKER_METRICS_PORT, Tenant
 
-__all__ = ["pending_jobs_query", "render_distiller"]
+__all__ = ["ADAPTER_METRICS_QUERY", "METRIC", "pending_jobs_query", "render_distiller"]
 
 Manifest = dict[str, Any]
 COMPONENT = "distiller"
 METRIC = "echo_jobs_pending"
 DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+_TENANT_TOTAL = (
+    f"sum by (namespace, {METRICS_TENANT_LABEL}) "
+    f"(max by (namespace, {METRICS_TENANT_LABEL}, kind) ({{series}}))"
+)
+ADAPTER_METRICS_QUERY = _TENANT_TOTAL.format(series="<<.Series>>{<<.LabelMatchers>>}")
+"""prometheus-adapter's metricsQuery for `echo_jobs_pending` (the chart's external rule)."""
+# Replicas go down at most once per 5 minutes of lower demand: no flapping on a bursty queue.
+SCALE_DOWN_SLOWLY = {"scaleDown": {"stabilizationWindowSeconds": 300}}
 
 
 def pending_jobs_query(tenant: Tenant) -> str:
-    """PromQL of the tenant's pending jobs: the sum over kinds, the max over the workers reporting it."""
-    return f'max(sum by (pod) ({METRIC}{{namespace="{tenant.namespace}",tenant="{tenant.name}"}}))'
+    """PromQL of the tenant's pending jobs: the sum over kinds of the max over the workers."""
+    selector = f'namespace="{tenant.namespace}",{METRICS_TENANT_LABEL}="{tenant.name}"'
+    return _TENANT_TOTAL.format(series=f"{METRIC}{{{selector}}}")
 
 
 def _scaled(tenant: Tenant) -> bool:
@@ -56,33 +71,37 @@ def _deployment(tenant: Tenant) -> Manifest:
 
 def _hpa(tenant: Tenant) -> Manifest:
     distiller = tenant.spec.distiller
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
-        "spec": {
-            "scaleTargetRef": pods.scale_target(tenant, COMPONENT),
-            "minReplicas": distiller.min_replicas,
-            "maxReplicas": distiller.max_replicas,
-            "metrics": [
-                {
-                    "type": "External",
-                    "external": {
-                        "metric": {"name": METRIC, "selector": {"matchLabels": {"tenant": tenant.name}}},
-                        "target": {
-                            "type": "AverageValue",
-                            "averageValue": str(distiller.target_pending_jobs),
-                        },
-                    },
-                }
-            ],
-            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300}},
+    metric = {
+        "type": "External",
+        "external": {
+            "metric": {"name": METRIC, "selector": {"matchLabels": {METRICS_TENANT_LABEL: tenant.name}}},
+            "target": {"type": "AverageValue", "averageValue": str(distiller.target_pending_jobs)},
         },
     }
+    return pods.horizontal_pod_autoscaler(
+        tenant,
+        COMPONENT,
+        min_replicas=distiller.min_replicas,
+        max_replicas=distiller.max_replicas,
+        metric=metric,
+        behavior=SCALE_DOWN_SLOWLY,
+    )
 
 
 def _scaled_object(tenant: Tenant) -> Manifest:
     distiller = tenant.spec.distiller
+    trigger = {
+        "type": "prometheus",
+        "metricType": "AverageValue",  # replicas = pending jobs / threshold, as the HPA's target
+        "metadata": {
+            "serverAddress": distiller.prometheus_address,
+            "query": pending_jobs_query(tenant),
+            "threshold": str(distiller.target_pending_jobs),
+            # No series means Prometheus does not scrape the workers (no ServiceMonitor?): KEDA
+            # reports an error on the ScaledObject and holds the replicas, instead of reading 0.
+            "ignoreNullValues": "false",
+        },
+    }
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
@@ -92,34 +111,14 @@ def _scaled_object(tenant: Tenant) -> Manifest:
             "minReplicaCount": distiller.min_replicas,
             "maxReplicaCount": distiller.max_replicas,
             "pollingInterval": 15,
-            "cooldownPeriod": 300,
-            "triggers": [
-                {
-                    "type": "prometheus",
-                    "metadata": {
-                        "serverAddress": distiller.prometheus_address,
-                        "query": pending_jobs_query(tenant),
-                        "threshold": str(distiller.target_pending_jobs),
-                    },
-                }
-            ],
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": SCALE_DOWN_SLOWLY}},
+            "triggers": [trigger],
         },
     }
 
 
 def _metrics_service(tenant: Tenant) -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
-        "spec": {
-            "type": "ClusterIP",
-            "selector": tenant.selector(COMPONENT),
-            "ports": [
-                {"name": "metrics", "port": WORKER_METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}
-            ],
-        },
-    }
+    return pods.service(tenant, COMPONENT, [pods.service_port("metrics", WORKER_METRICS_PORT)])
 
 
 def render_distiller(tenant: Tenant) -> list[Manifest]:

@@ -105,16 +105,7 @@ def _deployment(tenant: Tenant) -> Manifest:
 
 
 def _service(tenant: Tenant) -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
-        "spec": {
-            "type": "ClusterIP",
-            "selector": tenant.selector(COMPONENT),
-            "ports": [{"name": "http", "port": EMBEDDING_PORT, "targetPort": "http", "protocol": "TCP"}],
-        },
-    }
+    return pods.service(tenant, COMPONENT, [pods.service_port("http", EMBEDDING_PORT)])
 
 
 def render_embedding(tenant: Tenant) -> list[Manifest]:

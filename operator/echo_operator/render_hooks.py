@@ -55,16 +55,8 @@ def _deployment(tenant: Tenant) -> Manifest:
 
 
 def _service(tenant: Tenant) -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
-        "spec": {
-            "type": tenant.spec.hooks.service_type,
-            "selector": tenant.selector(COMPONENT),
-            "ports": [{"name": "http", "port": HOOKS_PORT, "targetPort": "http", "protocol": "TCP"}],
-        },
-    }
+    service_type = tenant.spec.hooks.service_type
+    return pods.service(tenant, COMPONENT, [pods.service_port("http", HOOKS_PORT)], service_type=service_type)
 
 
 def _pdb(tenant: Tenant) -> Manifest:
@@ -81,28 +73,14 @@ def _pdb(tenant: Tenant) -> Manifest:
 
 def _hpa(tenant: Tenant) -> Manifest:
     autoscaling = tenant.spec.hooks.autoscaling
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
-        "spec": {
-            "scaleTargetRef": pods.scale_target(tenant, COMPONENT),
-            "minReplicas": autoscaling.min_replicas,
-            "maxReplicas": autoscaling.max_replicas,
-            "metrics": [
-                {
-                    "type": "Resource",
-                    "resource": {
-                        "name": "cpu",
-                        "target": {
-                            "type": "Utilization",
-                            "averageUtilization": autoscaling.target_cpu_utilization,
-                        },
-                    },
-                }
-            ],
-        },
-    }
+    target = {"type": "Utilization", "averageUtilization": autoscaling.target_cpu_utilization}
+    return pods.horizontal_pod_autoscaler(
+        tenant,
+        COMPONENT,
+        min_replicas=autoscaling.min_replicas,
+        max_replicas=autoscaling.max_replicas,
+        metric={"type": "Resource", "resource": {"name": "cpu", "target": target}},
+    )
 
 
 def render_hooks(tenant: Tenant) -> list[Manifest]:

@@ -1,9 +1,11 @@
 """Monitoring children: ServiceMonitors and Grafana dashboard ConfigMaps, only when asked. Pure.
 
-Each ServiceMonitor adds the label `tenant=<name>` to the scraped series: the distiller's HPA
-selects `echo_jobs_pending` by it. The handlers drop ServiceMonitors when the Prometheus Operator
-CRD is absent. Dashboards are the JSON files the operator loaded at startup (the chart's
-dashboards/), each given a tenant-specific uid and title so tenants never overwrite each other.
+Each ServiceMonitor adds the label `tenant=<name>` (`tenant.METRICS_TENANT_LABEL`) to the scraped
+series, beside the `namespace` Prometheus adds: the distiller's autoscaler (KEDA's query, or the
+prometheus-adapter rule of the HPA fallback) selects `echo_jobs_pending` by the two. The handlers
+drop ServiceMonitors when the Prometheus Operator CRD is absent. Dashboards are the JSON files the
+operator loaded at startup (the chart's dashboards/), each given a tenant-specific uid and title so
+tenants never overwrite each other.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from echo_operator.tenant import Tenant
+from echo_operator.tenant import METRICS_TENANT_LABEL, Tenant
 
 __all__ = ["render_monitoring"]
 
@@ -36,7 +38,7 @@ def _service_monitor(tenant: Tenant, component: str, port: str) -> Manifest:
                     "path": "/metrics",
                     "interval": monitoring.interval,
                     "relabelings": [
-                        {"action": "replace", "targetLabel": "tenant", "replacement": tenant.name}
+                        {"action": "replace", "targetLabel": METRICS_TENANT_LABEL, "replacement": tenant.name}
                     ],
                 }
             ],

@@ -90,19 +90,8 @@ def _statefulset(tenant: Tenant) -> Manifest:
 
 
 def _service(tenant: Tenant) -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": tenant.metadata(tenant.child(COMPONENT), COMPONENT),
-        "spec": {
-            "clusterIP": "None",
-            "selector": tenant.selector(COMPONENT),
-            "ports": [
-                {"name": "http", "port": QDRANT_HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
-                {"name": "grpc", "port": QDRANT_GRPC_PORT, "targetPort": "grpc", "protocol": "TCP"},
-            ],
-        },
-    }
+    ports = [pods.service_port("http", QDRANT_HTTP_PORT), pods.service_port("grpc", QDRANT_GRPC_PORT)]
+    return pods.service(tenant, COMPONENT, ports, headless=True)
 
 
 def render_qdrant(tenant: Tenant) -> list[Manifest]:

@@ -15,9 +15,11 @@ __all__ = [
     "HOOKS_PORT",
     "INSTANCE",
     "MANAGED_BY",
+    "METRICS_TENANT_LABEL",
     "OPERATOR",
     "QDRANT_GRPC_PORT",
     "QDRANT_HTTP_PORT",
+    "TENANT_ID_MAX",
     "WORKER_METRICS_PORT",
     "Tenant",
     "tenant_id",
@@ -29,6 +31,9 @@ COMPONENT = "app.kubernetes.io/component"
 PART_OF = "app.kubernetes.io/part-of"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 OPERATOR = "echo-operator"
+METRICS_TENANT_LABEL = "tenant"
+"""The label the tenant's ServiceMonitors add to every series (value: the EchoDeployment's name);
+the distiller's autoscalers select `echo_jobs_pending` by it and by `namespace`."""
 
 HOOKS_PORT = 9099
 WORKER_METRICS_PORT = 9101
@@ -119,17 +124,24 @@ class Tenant:
 
 
 TENANT_ID_MAX = 40  # the services' rule: schema `echo_<id>` and its NOTIFY channel fit in 63 bytes
+DIGEST_LENGTH = 12  # hex characters of sha256: 48 bits
+_READABLE_MAX = TENANT_ID_MAX - DIGEST_LENGTH - 1
 
 
 def tenant_id(namespace: str, name: str) -> str:
-    """The services' tenant name for `namespace/name`: `<namespace>-<name>`, so two EchoDeployments of
-    one name in two namespaces never share a database schema or a Qdrant collection. Lowercase
-    letters, digits and '-', starting with a letter; past 40 characters it is cut and a digest of
-    the full name keeps it unique."""
-    raw = re.sub(r"[^a-z0-9-]+", "-", f"{namespace}-{name}".lower()).strip("-")
-    if not raw[:1].isalpha():
-        raw = f"t-{raw}"
-    if len(raw) > TENANT_ID_MAX:
-        digest = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:8]
-        raw = f"{raw[: TENANT_ID_MAX - 9].rstrip('-')}-{digest}"
-    return raw
+    """The services' tenant name (`ECHO_TENANT`) of EchoDeployment `namespace/name`:
+    `<namespace>-<name>-<digest>`, where digest = the first 12 hex characters of
+    sha256(`<namespace>/<name>`), so `printf %s ns/name | sha256sum | cut -c1-12` finds it.
+
+    The readable part is for people; uniqueness comes from the digest of the exact pair ('/' is
+    in neither a namespace nor a name), so two EchoDeployments whose readable parts coincide
+    (`team/a-x` and `team-a/x`, or a long pair cut short) never share a database schema or a
+    Qdrant collection (DESIGN §7). Always a valid store tenant: lowercase letters, digits and '-',
+    starting with a letter ('t-' is prepended to a readable part that does not), at most 40
+    characters (the readable part is cut to 27)."""
+    digest = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:DIGEST_LENGTH]
+    readable = re.sub(r"[^a-z0-9-]+", "-", f"{namespace}-{name}".lower()).strip("-")
+    if not readable[:1].isalpha():
+        readable = f"t-{readable}"
+    readable = readable[:_READABLE_MAX].rstrip("-")
+    return f"{readable}-{digest}"

@@ -242,6 +242,8 @@ def test_the_crd_ships_in_crds_and_matches_the_generated_one() -> None:
         (["--set", "operator.verbose=maybe"], "/operator/verbose"),
         (["--set", "ports.metrics=8080"], "ports.health and ports.metrics must differ"),
         (["--set", "resources.limits.memory=lots"], "/resources/limits/memory"),
+        (["--set", "prometheusAdapterRules.namespace=Not_A_Namespace"], "/prometheusAdapterRules/namespace"),
+        (["--set", "prometheusAdapterRules.enable=true"], "enable"),
     ],
 )
 def test_the_values_schema_refuses_mistakes(values: list[str], message: str) -> None:
@@ -488,6 +490,54 @@ def test_the_operator_gets_the_dashboards_for_tenants() -> None:
     assert deployment["spec"]["template"]["metadata"]["annotations"]["checksum/dashboards"]
     _, without = _operator("defaults", "--set", "operator.tenantDashboards=false")
     assert not any(a.startswith("--dashboards-dir") for a in without["args"])
+
+
+# -- autoscaling of the tenants' distillers -------------------------------------------------------
+
+
+ADAPTER_RULES = f"{RELEASE}-echo-operator-prometheus-adapter-rules"
+
+
+def _adapter_rules(values_set: str = "all-on", *extra: str) -> list[dict[str, Any]]:
+    return [
+        doc
+        for doc in _rendered(values_set, *extra)
+        if doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == ADAPTER_RULES
+    ]
+
+
+def test_the_prometheus_adapter_rule_is_shipped_only_when_asked() -> None:
+    assert not _adapter_rules("defaults")
+    (configmap,) = _adapter_rules("all-on")
+    assert configmap["metadata"]["namespace"] == "monitoring"  # the adapter's, where it can mount it
+    (configmap,) = _adapter_rules("defaults", "--set", "prometheusAdapterRules.enabled=true")
+    assert configmap["metadata"]["namespace"] == NAMESPACE
+
+
+def test_the_prometheus_adapter_rule_serves_what_the_distiller_hpa_asks_for() -> None:
+    """The HPA fallback (spec.distiller.keda: false) reads the External metric `echo_jobs_pending`
+    selected by `tenant`, in its own namespace: the rule must answer exactly that, with the tenant's
+    total (the query KEDA runs, tests/unit/test_operator_render.py) and not a sum over workers."""
+    render_distiller = pytest.importorskip("echo_operator.render_distiller")
+    (configmap,) = _adapter_rules()
+    config = yaml.safe_load(configmap["data"]["config.yaml"])  # `rules.existing: <this ConfigMap>`
+    values = yaml.safe_load(configmap["data"]["values.yaml"])  # or merged into the adapter's values
+    (rule,) = config["externalRules"]
+    assert config == {"externalRules": [rule]}
+    assert values == {"rules": {"external": [rule]}}
+    assert rule["seriesQuery"] == 'echo_jobs_pending{namespace!="",tenant!=""}'
+    assert rule["resources"] == {"overrides": {"namespace": {"resource": "namespace"}}}
+    assert rule["name"] == {"matches": "^echo_jobs_pending$", "as": render_distiller.METRIC}
+    assert rule["metricsQuery"] == render_distiller.ADAPTER_METRICS_QUERY
+    assert rule["metricsQuery"].startswith("sum by (namespace, tenant) (max by (namespace, tenant, kind) (")
+
+
+def test_the_readme_documents_the_shipped_adapter_rule() -> None:
+    render_distiller = pytest.importorskip("echo_operator.render_distiller")
+    readme = (CHART / "README.md").read_text()
+    assert "prometheusAdapterRules.enabled" in readme
+    assert render_distiller.ADAPTER_METRICS_QUERY in readme
+    assert "rules.existing" in readme
 
 
 @pytest.mark.parametrize("values_set", sorted(VALUES_SETS))

@@ -4,6 +4,7 @@ OpenAPI schemas (kubernetes-validate, offline)."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -13,8 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from echo_operator import render
-from echo_operator.render_distiller import pending_jobs_query
+from echo_operator import render, render_distiller
 from echo_operator.spec import parse_spec
 from echo_operator.tenant import Tenant
 
@@ -22,6 +22,11 @@ K8S_VERSION = "1.33"
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 MINIMAL: dict[str, Any] = {"database": {"dsnSecretRef": {"name": "db"}}, "llm": {"provider": "offline"}}
 WORKLOADS = ("Deployment", "StatefulSet")
+TENANT_PENDING_JOBS = (
+    "sum by (namespace, tenant) (max by (namespace, tenant, kind) "
+    '(echo_jobs_pending{namespace="tenants",tenant="acme"}))'
+)
+SCALE_DOWN_SLOWLY = {"scaleDown": {"stabilizationWindowSeconds": 300}}
 _validated: set[str] = set()
 
 
@@ -89,7 +94,7 @@ def test_minimal_spec_renders_the_default_tenant() -> None:
         ("Service", "acme-hooks"),
         ("PodDisruptionBudget", "acme-hooks"),
         ("Deployment", "acme-distiller"),
-        ("HorizontalPodAutoscaler", "acme-distiller"),
+        ("ScaledObject", "acme-distiller"),
         ("NetworkPolicy", "acme-tenant"),
         ("NetworkPolicy", "acme-hooks-ingress"),
     }
@@ -179,7 +184,7 @@ def test_hooks_deployment_service_probes_and_env() -> None:
     env = env_of(hooks)
     assert env["ECHO_HOST"] == "0.0.0.0"
     assert env["ECHO_PORT"] == "9099"
-    assert env["ECHO_TENANT"] == "tenants-acme"
+    assert env["ECHO_TENANT"] == "tenants-acme-" + hashlib.sha256(b"tenants/acme").hexdigest()[:12]
     assert env["ECHO_API_KEY"] == secret("acme-api-key", "api-key")
     assert env["ECHO_DATABASE_URL"] == secret("db", "dsn")
     assert env["ECHO_QDRANT_URL"] == "http://acme-qdrant.tenants.svc:6333"
@@ -249,7 +254,7 @@ def test_hooks_without_pdb() -> None:
 # --- distiller ---------------------------------------------------------------------------------
 
 
-def test_distiller_scales_on_pending_jobs_by_default() -> None:
+def test_distiller_scales_with_keda_on_pending_jobs_by_default() -> None:
     manifests = rendered(
         {"distiller": {"concurrency": 7, "minReplicas": 2, "maxReplicas": 8, "targetPendingJobs": 25}}
     )
@@ -260,41 +265,78 @@ def test_distiller_scales_on_pending_jobs_by_default() -> None:
     assert env["ECHO_WORKER_METRICS_PORT"] == "9101"
     assert env["ECHO_HOST"] == "0.0.0.0"
     assert "ECHO_API_KEY" not in env
-    hpa = find(manifests, "HorizontalPodAutoscaler", "acme-distiller")["spec"]
-    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (2, 8)
-    external = hpa["metrics"][0]["external"]
-    assert external["metric"] == {
-        "name": "echo_jobs_pending",
-        "selector": {"matchLabels": {"tenant": "acme"}},
-    }
-    assert external["target"] == {"type": "AverageValue", "averageValue": "25"}
+    assert ("HorizontalPodAutoscaler", "acme-distiller") not in ids(manifests)
+    scaled = find(manifests, "ScaledObject", "acme-distiller")
+    assert scaled["apiVersion"] == "keda.sh/v1alpha1"
+    spec = scaled["spec"]
+    assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "acme-distiller"}
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (2, 8)
+    assert spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"] == SCALE_DOWN_SLOWLY
+    assert spec["triggers"] == [
+        {
+            "type": "prometheus",
+            "metricType": "AverageValue",
+            "metadata": {
+                "serverAddress": "http://prometheus-operated.monitoring.svc:9090",
+                "query": TENANT_PENDING_JOBS,
+                "threshold": "25",
+                # no series = Prometheus does not scrape the distillers: an error to see, not a 0
+                "ignoreNullValues": "false",
+            },
+        }
+    ]
 
 
 def test_distiller_fixed_replicas_without_autoscaling() -> None:
     manifests = rendered({"distiller": {"autoscaling": False, "replicas": 3}})
     assert find(manifests, "Deployment", "acme-distiller")["spec"]["replicas"] == 3
-    assert ("HorizontalPodAutoscaler", "acme-distiller") not in ids(manifests)
-
-
-def test_distiller_keda_scaled_object_instead_of_hpa() -> None:
-    address = "http://prometheus.obs.svc:9090"
-    manifests = rendered({"distiller": {"keda": True, "prometheusAddress": address, "maxReplicas": 6}})
-    assert ("HorizontalPodAutoscaler", "acme-distiller") not in ids(manifests)
-    scaled = find(manifests, "ScaledObject", "acme-distiller")
-    assert scaled["apiVersion"] == "keda.sh/v1alpha1"
-    assert scaled["spec"]["maxReplicaCount"] == 6
-    trigger = scaled["spec"]["triggers"][0]
-    assert trigger["type"] == "prometheus"
-    assert trigger["metadata"]["serverAddress"] == address
-    assert trigger["metadata"]["threshold"] == "10"
-    assert 'namespace="tenants",tenant="acme"' in trigger["metadata"]["query"]
-
-
-def test_pending_jobs_query_takes_the_max_over_workers() -> None:
-    tenant = Tenant("acme", "tenants", parse_spec("acme", MINIMAL))
-    assert pending_jobs_query(tenant) == (
-        'max(sum by (pod) (echo_jobs_pending{namespace="tenants",tenant="acme"}))'
+    assert not {("HorizontalPodAutoscaler", "acme-distiller"), ("ScaledObject", "acme-distiller")} & ids(
+        manifests
     )
+
+
+def test_distiller_keda_reads_the_prometheus_it_is_given() -> None:
+    address = "http://prometheus.obs.svc:9090"
+    manifests = rendered({"distiller": {"prometheusAddress": address, "maxReplicas": 6}})
+    scaled = find(manifests, "ScaledObject", "acme-distiller")
+    assert scaled["spec"]["maxReplicaCount"] == 6
+    assert scaled["spec"]["triggers"][0]["metadata"]["serverAddress"] == address
+
+
+def test_distiller_hpa_fallback_reads_the_prometheus_adapter_metric() -> None:
+    manifests = rendered(
+        {"distiller": {"keda": False, "minReplicas": 2, "maxReplicas": 8, "targetPendingJobs": 25}}
+    )
+    assert ("ScaledObject", "acme-distiller") not in ids(manifests)
+    hpa = find(manifests, "HorizontalPodAutoscaler", "acme-distiller")["spec"]
+    assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "acme-distiller"}
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (2, 8)
+    assert hpa["behavior"] == SCALE_DOWN_SLOWLY
+    (metric,) = hpa["metrics"]
+    assert metric["type"] == "External"
+    # the adapter's external rule (chart value prometheusAdapterRules) answers for this name, in the
+    # HPA's namespace, selected by the tenant label the ServiceMonitors add
+    assert metric["external"]["metric"] == {
+        "name": "echo_jobs_pending",
+        "selector": {"matchLabels": {"tenant": "acme"}},
+    }
+    assert metric["external"]["target"] == {"type": "AverageValue", "averageValue": "25"}
+
+
+def test_pending_jobs_query_sums_the_kinds_of_the_max_over_workers() -> None:
+    """Every worker reports the whole queue: a sum over pods would count it once per replica."""
+    tenant = Tenant("acme", "tenants", parse_spec("acme", MINIMAL))
+    assert render_distiller.pending_jobs_query(tenant) == TENANT_PENDING_JOBS
+
+
+def test_the_adapter_rule_asks_prometheus_what_keda_asks() -> None:
+    """The chart's prometheus-adapter rule is this template (tests/integration/test_chart.py)."""
+    query = render_distiller.ADAPTER_METRICS_QUERY
+    assert query.count("<<.Series>>{<<.LabelMatchers>>}") == 1
+    substituted = query.replace("<<.Series>>", "echo_jobs_pending").replace(
+        "<<.LabelMatchers>>", 'namespace="tenants",tenant="acme"'
+    )
+    assert substituted == TENANT_PENDING_JOBS
 
 
 # --- embedding ---------------------------------------------------------------------------------

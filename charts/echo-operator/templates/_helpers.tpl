@@ -134,3 +134,27 @@ StatefulSets). No update: nothing is replaced with PUT.
   resources: ["kopfpeerings"]
   verbs: ["get", "list", "watch", "patch"]
 {{- end }}
+
+{{/* The ConfigMap holding prometheus-adapter's rule for the distillers' HPA fallback. */}}
+{{- define "echo-operator.prometheusAdapterRulesName" -}}
+{{- printf "%s-prometheus-adapter-rules" (include "echo-operator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+prometheus-adapter's external rule for the tenants' distiller HPA fallback (EchoDeployments with
+spec.distiller.keda: false): the External metric echo_jobs_pending, in the HPA's namespace,
+selected by the `tenant` label the tenants' ServiceMonitors add. Every worker reports the whole
+queue, so a tenant's total is the sum over kinds of the max over workers (a sum over workers would
+scale without end). The operator's KEDA trigger runs the same query (echo_operator.render_distiller).
+*/}}
+{{- define "echo-operator.pendingJobsExternalRules" -}}
+- seriesQuery: 'echo_jobs_pending{namespace!="",tenant!=""}'
+  resources:
+    overrides:
+      namespace:
+        resource: namespace
+  name:
+    matches: ^echo_jobs_pending$
+    as: echo_jobs_pending
+  metricsQuery: 'sum by (namespace, tenant) (max by (namespace, tenant, kind) (<<.Series>>{<<.LabelMatchers>>}))'
+{{- end }}
