@@ -46,6 +46,7 @@ infinity:
 bench: install
 	$(BIN)/python bench/hooks_latency.py
 	$(BIN)/python bench/tokens.py
+	$(BIN)/python bench/queue.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -61,9 +61,11 @@ def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
     worker; no auth (logged loudly); no Gemini pipe models unless ECHO_GEMINI_API_KEY is set.
     Point Open WebUI's OpenAI connection at http://HOST:PORT with ECHO_API_KEY as its key.
     """
+    import functools
+
     import uvicorn
 
-    from echo import logs, runtime, tracing
+    from echo import logs, runtime, supervision, tracing
     from echo.config.live import LiveConfig
     from echo.hooks import app as hooks_app
 
@@ -76,7 +78,10 @@ def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
         config.load()
     except ConfigError as error:
         raise click.ClickException(f"invalid configuration: {error}") from error
-    app = hooks_app.create_app(settings, config=config, backends=runtime.open_runtime)
+    # One supervisor for every background task of the process, so that /readyz reports them all.
+    supervisor = supervision.Supervisor()
+    backends = functools.partial(runtime.open_runtime, supervisor=supervisor)
+    app = hooks_app.create_app(settings, config=config, backends=backends, supervisor=supervisor)
     uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False)
 
 

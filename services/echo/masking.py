@@ -1,7 +1,9 @@
 """Masking of leaked secrets in model output (Open WebUI outlet and streamed pipe responses).
 
 Domain module: pure, no I/O, standard library only. ``mask_secrets`` masks a whole text; ``StreamMasker``
-masks a stream chunk by chunk into exactly the same text, holding back only what may still be a secret.
+masks a stream chunk by chunk into the same text, holding back only what may still be a secret (at most
+64 K characters, see its docstring); ``may_hold_secret`` says cheaply whether a text could hold one.
+Cost is linear in the text, about 1 µs a character at worst (text made only of match starts).
 ``data:<mime>;base64,`` URIs are kept verbatim. Labels are inert, so masking is idempotent: every token
 pattern is neither glued after ``[A-Za-z0-9_+/-]`` (a JSON escape such as ``\\n`` is fine) nor followed
 by ``[A-Za-z0-9_+/=-]``, which also keeps keys inside longer tokens or base64 unmasked.
@@ -14,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["SECRET_KINDS", "MaskResult", "SecretKind", "StreamMasker", "mask_secrets"]
+__all__ = ["SECRET_KINDS", "MaskResult", "SecretKind", "StreamMasker", "mask_secrets", "may_hold_secret"]
 
 
 @dataclass(frozen=True)
@@ -104,12 +106,35 @@ _START = re.compile(
     r"AIza|sk-|A(?:KIA|SIA|BIA|CCA)|gh[pousr]_|github_pat_|xox[abposr]-|xapp-|https://hooks\."
     rf"|-----BEGIN |data:|{_AWS_NAMES}"
 )
+_START_LONGEST = len("AWS_SECRET_ACCESS_KEY")
+# The first characters of each pattern's matches (its starts above); a start is only tried against the
+# patterns that can begin with its first character, which keeps crafted runs of starts cheap.
+_FIRST_CHARS = {
+    None: "d",
+    "google_api_key": "A",
+    "anthropic_api_key": "s",
+    "openai_api_key": "s",
+    "aws_access_key_id": "A",
+    "aws_secret_access_key": "aAS",
+    "github_token": "g",
+    "slack_token": "xh",
+    "private_key": "-",
+}
+_SCAN_BY_FIRST = {
+    first: tuple(
+        (kind, pattern) for kind, pattern in _SCAN if first in _FIRST_CHARS[kind.name if kind else None]
+    )
+    for first in "".join(_FIRST_CHARS.values())
+}
 # PEM body: the rest of the BEGIN line, then whole lines of base64 (or "Name: value" headers), split
 # by real or JSON-escaped newlines.
 _PEM_LINE = r"[ \t]*+(?:[A-Z][A-Za-z0-9-]*+: [^\r\n\\]*+|(?:[A-Za-z0-9+/=]++[ \t]++)*+[A-Za-z0-9+/=]*+)"
 _PEM_BODY = re.compile(rf"{_PEM_LINE}(?:(?:\r?\n|\\r\\n|\\n){_PEM_LINE}(?=[\r\n\\]|\Z))*")
 _PEM_END = re.compile(rf"(?:\r?\n|\\r\\n|\\n)?[ \t]{{0,8}}-----END {_PEM_TYPE}{_LA}")
 _EOL = re.compile(r"[\r\n]")
+# The END line of any private-key block, and how much text may hold one that is not complete yet.
+_KEY_END = re.compile(rf"-----END {_PEM_TYPE}{_LA}")
+_KEY_END_TAIL = 48
 # Where a stream may still change: a token match is at most _HOLD long (sk-ant-admin01- + 255 chars,
 # plus look-around) and holds no character outside _TOKEN_CHARS; matches with blanks (AWS secret in
 # context, PEM header) start at an _ANCHOR and are at most _SPACEY long.
@@ -122,23 +147,28 @@ _ANCHOR = re.compile(rf"-----BEGIN|{_AWS_NAMES}")
 _CONTEXT = 8
 
 
-def _pem_span(text: str, header: re.Match[str], resolve: bool) -> tuple[int, int] | None:
-    """Where the body of the PEM block opened by ``header`` stops, and where the block ends: its matching
-    END line, else the end of the line where its base64 stops (less trailing blanks). None while text to
-    come could change them, unless ``resolve``."""
-    n = len(text)
+def _pem_body_end(text: str, header: re.Match[str], resolve: bool) -> int | None:
+    """Where the body of the PEM block opened by ``header`` stops; None while text to come could move it,
+    unless ``resolve``."""
     body = _PEM_BODY.match(text, header.end())
     body_end = body.end() if body else header.end()
-    if not resolve and body_end + _PEM_SLACK > n:
+    if not resolve and body_end + _PEM_SLACK > len(text):
         return None
+    return body_end
+
+
+def _pem_block_end(text: str, header: re.Match[str], body_end: int, resolve: bool) -> int | None:
+    """Where the block ends: its matching END line, else the end of the line where its base64 stops (less
+    trailing blanks). None while text to come could change it, unless ``resolve``. Only asked for a block
+    that holds key material, which the caller then consumes: the search for the line end never rescans."""
     end = _PEM_END.match(text, body_end)
     if end and end.group(1) == header.group(1) and end.group(2) == header.group(2):
-        return body_end, end.end()
+        return end.end()
     eol = _EOL.search(text, body_end)
     if eol is None and not resolve:
         return None
-    stop = eol.start() if eol else n
-    return body_end, header.end() + len(text[header.end() : stop].rstrip())
+    stop = eol.start() if eol else len(text)
+    return header.end() + len(text[header.end() : stop].rstrip())
 
 
 def _settled(text: str, pos: int) -> int:
@@ -155,23 +185,25 @@ def _match_at(
 ) -> tuple[SecretKind | None, re.Match[str], int | None] | None:
     """A data URI (kind None) or the first kind that matches at ``start`` and passes its check, with
     its end: None while text to come could change it."""
-    for kind, pattern in _SCAN:
+    for kind, pattern in _SCAN_BY_FIRST.get(text[start], ()):
         match = pattern.match(text, start)
         if match is None:
             continue
         if kind is None:
             return None, match, match.end()
-        span = _pem_span(text, match, resolve) if kind is _PRIVATE_KEY else (match.end(), match.end())
-        if span is None:
-            return kind, match, None
-        if kind.is_secret is None or kind.is_secret(text[start : span[0]]):  # a PEM block: header and body
-            return kind, match, span[1]
+        if kind is _PRIVATE_KEY:  # judged on its BEGIN line and body before its extent is looked for
+            body_end = _pem_body_end(text, match, resolve)
+            if body_end is None:
+                return kind, match, None
+            if kind.is_secret is not None and not kind.is_secret(text[start:body_end]):
+                continue
+            return kind, match, _pem_block_end(text, match, body_end, resolve)
+        if kind.is_secret is None or kind.is_secret(match.group()):
+            return kind, match, match.end()
     return None
 
 
-def _scan(
-    text: str, pos: int, *, final: bool, force: bool = False, in_data: bool = False
-) -> tuple[str, int, bool, Counter[str]]:
+def _scan(text: str, pos: int, *, final: bool, in_data: bool = False) -> tuple[str, int, bool, Counter[str]]:
     """Mask ``text[pos:]`` (``text[:pos]`` is look-behind context), leftmost match first, ties in
     ``_SCAN`` order. Returns the masked text up to the settled index, that index, whether the text
     ends inside a data URI, and the counts."""
@@ -185,7 +217,7 @@ def _scan(
     settled = n if final else _settled(text, pos)
     at = pos
     while (hit := _START.search(text, at)) is not None and hit.start() < settled:
-        found = _match_at(text, hit.start(), final or force)
+        found = _match_at(text, hit.start(), final)
         if found is None:
             at = hit.start() + 1
             continue
@@ -214,16 +246,29 @@ def mask_secrets(text: str) -> MaskResult:
     return MaskResult(masked, dict(counts))
 
 
+def may_hold_secret(text: str) -> bool:
+    """Whether a secret could start anywhere in ``text``: a cheap over-approximation, for failing closed
+    when masking cannot run. Searched in windows, so that no single regex call runs long."""
+    n, window = len(text), _CAP
+    return any(_START.search(text, at, min(n, at + window + _START_LONGEST)) for at in range(0, n, window))
+
+
 class StreamMasker:
     """Masks a streamed response: ``"".join(feed(c) for c in chunks) + flush()`` equals
     ``mask_secrets(text).text`` for any split of ``text``, and nothing that may still turn out to be a
-    secret is emitted early. Past ``_CAP`` characters held (an unterminated PEM block), the held text
-    is masked and emitted as is."""
+    secret is emitted early.
+
+    One exception, which fails closed: a private-key block still open when ``_CAP`` characters of it
+    are held is masked there (its label goes out at once), and the stream then swallows everything up
+    to the next private-key END line, or to the end of the stream. ``mask_secrets``, which sees the
+    whole text, ends a block without an END line where its base64 stops instead: only text after such
+    a block can differ."""
 
     def __init__(self) -> None:
         self._context = ""
         self._held = ""
         self._in_data = False
+        self._in_key = False  # swallowing a private-key block masked past the cap
         self._wait_until = 0  # while a long PEM block is held open, rescan only on a new line or 64 chars
         self._counts: Counter[str] = Counter()
 
@@ -235,23 +280,36 @@ class StreamMasker:
     def feed(self, chunk: str) -> str:
         """Take the next chunk; return the text now safe to emit."""
         self._held += chunk
+        if self._in_key:
+            return self._swallow(final=False)
         if len(self._held) < self._wait_until and _EOL.search(chunk) is None:
             return ""
         return self._run(final=False)
 
     def flush(self) -> str:
         """End of stream: return the rest, masked."""
-        out = self._run(final=True)
+        out = self._swallow(final=True) if self._in_key else self._run(final=True)
         self._context = ""
         return out
 
     def _run(self, *, final: bool) -> str:
         text = self._context + self._held
-        force = len(self._held) > _CAP
-        out, end, self._in_data, counts = _scan(
-            text, len(self._context), final=final, force=force, in_data=self._in_data
-        )
+        out, end, self._in_data, counts = _scan(text, len(self._context), final=final, in_data=self._in_data)
         self._counts.update(counts)
+        if len(text) - end > _CAP:  # only an open private-key block, from its BEGIN line, holds this much
+            self._counts[_PRIVATE_KEY.name] += 1
+            self._in_key, self._context, self._held = True, "", text[end:]
+            return out + _PRIVATE_KEY.label + self._swallow(final=final)
         self._context, self._held = text[max(0, end - _CONTEXT) : end], text[end:]
         self._wait_until = len(self._held) + _PEM_SLACK if len(self._held) > _HOLD else 0
         return out
+
+    def _swallow(self, *, final: bool) -> str:
+        """Drop held text up to the END line of the private-key block being swallowed; mask what follows."""
+        end = _KEY_END.search(self._held)
+        if end is None or (end.end() == len(self._held) and not final):  # its look-ahead needs one more char
+            self._held = "" if final else self._held[-_KEY_END_TAIL:]
+            return ""
+        text, self._in_key, self._wait_until = self._held, False, 0
+        self._context, self._held = text[max(0, end.end() - _CONTEXT) : end.end()], text[end.end() :]
+        return self._run(final=final)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 __all__ = [
+    "BACKGROUND_TASK_FAILURES",
     "CONFIG_LAST_RELOAD_OK",
     "CONFIG_RELOADS",
     "EMBEDDING_ERRORS",
@@ -19,9 +20,11 @@ __all__ = [
     "JOBS",
     "JOBS_ENQUEUED",
     "JOBS_PENDING",
+    "JOBS_SWEPT",
     "JOB_ATTEMPTS",
     "JOB_DEAD_LETTERS",
     "JOB_DURATION",
+    "JOB_TIMEOUTS",
     "LLM_CALLS",
     "LLM_LATENCY",
     "LLM_OFFLINE",
@@ -66,6 +69,12 @@ CONFIG_LAST_RELOAD_OK = Gauge(
     "1 when the mounted configuration files in force are the current ones, 0 after a bad reload.",
 )
 CONFIG_LAST_RELOAD_OK.set(1)
+BACKGROUND_TASK_FAILURES = Counter(
+    "echo_background_task_failures_total",
+    "Background tasks that raised (restarted with backoff, or reported by /readyz when they cannot be),"
+    " by task (warm-up|config-watch|worker-loop|lease-renewal|queue-metrics|retention-sweep|job).",
+    ["task"],
+)
 PIPE_REQUESTS = Counter(
     "echo_pipe_requests_total",
     "Pipe chat completions by model, stream (true|false) and outcome (ok|error).",
@@ -129,7 +138,8 @@ VECTOR_ERRORS = Counter(
 # dashboard or an HPA should take their max across pods, not their sum).
 JOBS = Gauge(
     "echo_jobs",
-    "Jobs in the queue by kind and state (pending|running|done|dead), refreshed by the workers.",
+    "Jobs in the queue by kind and state (pending|running|dead; done rows are not counted, see"
+    ' echo_job_duration_seconds_count{outcome="done"}), refreshed by the workers.',
     ["kind", "state"],
 )
 JOBS_PENDING = Gauge(
@@ -157,4 +167,14 @@ JOB_DEAD_LETTERS = Counter(
     "echo_job_dead_letters_total",
     "Jobs moved to the dead-letter state by kind (attempts exhausted or a permanent error).",
     ["kind"],
+)
+JOB_TIMEOUTS = Counter(
+    "echo_job_timeouts_total",
+    "Job attempts cancelled at their kind's timeout (counted as failed attempts), by kind.",
+    ["kind"],
+)
+JOBS_SWEPT = Counter(
+    "echo_jobs_swept_total",
+    "Finished jobs deleted by the retention sweep, by state (done|dead).",
+    ["state"],
 )

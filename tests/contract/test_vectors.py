@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from qdrant_client import AsyncQdrantClient
 
 from echo.vectors import (
     DimensionMismatch,
@@ -23,6 +22,7 @@ from echo.vectors import (
     VectorStoreError,
     collection_name,
 )
+from echo.vectors.qdrant_local import LocalQdrantClient
 
 DIM = 4
 OpenStore = Callable[..., VectorStore]
@@ -36,7 +36,7 @@ async def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
             dimension=dimension, tenant=tenant, space=space
         )
         return
-    client = AsyncQdrantClient(path=str(tmp_path / "qdrant"))
+    client = LocalQdrantClient(tmp_path / "qdrant")
     yield lambda tenant="acme", dimension=DIM: QdrantVectorStore(client, dimension=dimension, tenant=tenant)
     await client.close()
 

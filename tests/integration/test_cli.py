@@ -130,7 +130,7 @@ def test_serve_runs_embedded_with_state_under_data_dir(tmp_path: Path) -> None:
             time.sleep(0.2)
         checks = ready.json()["checks"]
         assert {name: check["ok"] for name, check in checks.items()} == dict.fromkeys(
-            ("config", "store", "embedder", "vectors"), True
+            ("config", "background", "store", "embedder", "vectors"), True
         )
         assert checks["embedder"]["dimension"] == 384  # the packaged MiniLM
         assert (tmp_path / "state" / "postgres").is_dir()  # embedded PostgreSQL

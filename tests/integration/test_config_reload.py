@@ -6,6 +6,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -112,3 +113,105 @@ def test_configmap_style_symlink_swap_is_seen(tmp_path: Path) -> None:
     (mount / "..data_tmp").replace(mount / "..data")
     assert config.reload_if_changed()
     assert config.valves("echo_memory").WINDOW_SIZE == 9  # type: ignore[attr-defined]
+
+
+HOUSE = {"house": {"compression_threshold_tokens": 1000, "max_context_tokens": 50000}}
+
+
+@pytest.fixture
+def thresholds_settings(tmp_path: Path) -> Settings:
+    thresholds_file = tmp_path / "thresholds.json"
+    thresholds_file.write_text(json.dumps(HOUSE))
+    return Settings(
+        data_dir=tmp_path / "d",
+        api_key="k",
+        model_thresholds_file=thresholds_file,
+        config_reload_seconds=0.05,
+    )
+
+
+def test_valves_update_with_thresholds_as_json_text_beside_a_thresholds_file(
+    thresholds_settings: Settings,
+) -> None:
+    """Open WebUI's editor posts `model_thresholds` as JSON text; the file's entries merge over it."""
+    with (
+        LiveServer(create_app(thresholds_settings)) as server,
+        httpx.Client(base_url=server.url, headers={"Authorization": "Bearer k"}) as http,
+    ):
+        shown = http.get("/echo_compression/valves").json()
+        table = json.loads(shown["model_thresholds"])
+        table["mine"] = {"compression_threshold_tokens": 2000, "max_context_tokens": 9000}
+        saved = http.post(
+            "/echo_compression/valves/update", json={**shown, "model_thresholds": json.dumps(table)}
+        )
+        assert saved.status_code == 200, saved.text
+        merged = json.loads(saved.json()["model_thresholds"])
+        assert merged["mine"]["max_context_tokens"] == 9000
+        assert merged["house"]["max_context_tokens"] == 50000
+        for text in ("[object Object]", "[1, 2]", '"a string"'):
+            refused = http.post("/echo_compression/valves/update", json={"model_thresholds": text})
+            assert refused.status_code == 422, (text, refused.text)
+            assert "echo_compression.model_thresholds" in refused.json()["detail"]["message"]
+        assert json.loads(http.get("/echo_compression/valves").json()["model_thresholds"])["mine"]
+
+
+def test_saved_thresholds_text_loads_at_start_beside_a_thresholds_file(thresholds_settings: Settings) -> None:
+    """valves.json written by an earlier release kept the editor's JSON text as is."""
+    saved = thresholds_settings.data_dir / "valves.json"
+    saved.parent.mkdir(parents=True)
+    mine = {"mine": {"compression_threshold_tokens": 2000, "max_context_tokens": 9000}}
+    saved.write_text(json.dumps({"echo_compression": {"model_thresholds": json.dumps(mine)}}))
+    config = LiveConfig(thresholds_settings)
+    table = config.load().of("echo_compression").model_thresholds  # type: ignore[attr-defined]
+    assert (table["mine"].max_context_tokens, table["house"].max_context_tokens) == (9000, 50000)
+
+    saved.write_text(json.dumps({"echo_compression": {"model_thresholds": "{not json"}}))
+    with pytest.raises(ConfigError, match=r"echo_compression\.model_thresholds: not valid JSON text"):
+        LiveConfig(thresholds_settings).load()
+
+
+@pytest.mark.parametrize(
+    ("valves_text", "message"),
+    [
+        ("echo_compression:\n  model_thresholds: '{not json'\n", "not valid JSON text"),
+        ("echo_compression:\n  model_thresholds: '[1, 2]'\n", "must be a mapping"),
+        ("echo_compression:\n  model_thresholds: [1, 2]\n", "must be a mapping"),
+    ],
+)
+def test_a_bad_thresholds_valve_at_start_names_the_field(
+    thresholds_settings: Settings, tmp_path: Path, valves_text: str, message: str
+) -> None:
+    valves_file = tmp_path / "valves.yaml"
+    valves_file.write_text(valves_text)
+    settings = thresholds_settings.model_copy(update={"valves_file": valves_file})
+    with pytest.raises(ConfigError, match=r"echo_compression\.model_thresholds: " + message):
+        LiveConfig(settings).load()
+
+
+def test_a_bad_thresholds_valve_on_reload_keeps_the_last_good_config(
+    thresholds_settings: Settings, tmp_path: Path
+) -> None:
+    valves_file = tmp_path / "valves.yaml"
+    mine = {"mine": {"compression_threshold_tokens": 2000, "max_context_tokens": 9000}}
+    valves_file.write_text(f"echo_compression:\n  model_thresholds: '{json.dumps(mine)}'\n")
+    settings = thresholds_settings.model_copy(update={"valves_file": valves_file})
+
+    def thresholds(http: httpx.Client) -> dict[str, Any]:
+        table: dict[str, Any] = json.loads(http.get("/echo_compression/valves").json()["model_thresholds"])
+        return table
+
+    with (
+        LiveServer(create_app(settings)) as server,
+        httpx.Client(base_url=server.url, headers={"Authorization": "Bearer k"}) as http,
+    ):
+        assert {"mine", "house"} <= set(thresholds(http))
+        valves_file.write_text("echo_compression:\n  model_thresholds: '{not json'\n")
+        wait_for(lambda: http.get("/readyz").json()["status"] == "degraded")
+        error = http.get("/readyz").json()["checks"]["config"]["error"]
+        assert "echo_compression.model_thresholds: not valid JSON text" in error
+        assert {"mine", "house"} <= set(thresholds(http))  # the last good config
+
+        valves_file.write_text("echo_compression:\n  model_thresholds: '{}'\n")  # the watcher lives on
+        wait_for(lambda: http.get("/readyz").json()["status"] == "ready")
+        assert "mine" not in thresholds(http)
+        assert "house" in thresholds(http)

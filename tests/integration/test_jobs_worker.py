@@ -10,12 +10,15 @@ from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
+from structlog.testing import capture_logs
 
+from echo import supervision
 from echo.jobs import domain, errors
 from echo.jobs.domain import JobState, RetryPolicy
 from echo.jobs.queue import JobInfo, JobQueue
 from echo.jobs.registry import Registry
 from echo.jobs.worker import Worker
+from echo.store import errors as store_errors
 from echo.store import testing
 from echo.store.pool import Store
 
@@ -299,3 +302,135 @@ async def test_a_worker_without_handlers_claims_nothing(store: Store, jobs: JobQ
 async def test_worker_refuses_bad_settings(store: Store) -> None:
     with pytest.raises(ValueError, match="concurrency"):
         Worker(store, Registry(), concurrency=0)
+
+
+# -- timeouts: a hung handler does not hold its lease forever ---------------------------------------
+
+
+async def test_a_hung_handler_times_out_is_retried_then_dead(store: Store, jobs: JobQueue) -> None:
+    registry = Registry()
+    cancelled = 0
+
+    @registry.handler("summary", max_attempts=2, retry=FAST, timeout_seconds=0.2)
+    async def hang(job: domain.Job) -> None:
+        nonlocal cancelled
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled += 1
+            raise
+
+    timeouts = _sample("echo_job_timeouts_total", kind="summary")
+    began = time.monotonic()
+    async with running(store, registry, lease_seconds=0.3):  # renewed while it hangs
+        job_id = await jobs.enqueue("summary")
+        info = await state_is(jobs, job_id, JobState.DEAD)
+    assert time.monotonic() - began < 5
+    assert (info.attempts, info.last_error) == (2, "timed out after 0.2 s")
+    assert cancelled == 2
+    assert _sample("echo_job_timeouts_total", kind="summary") == timeouts + 2
+    assert _sample("echo_job_duration_seconds_count", kind="summary", outcome="retry") >= 1
+
+
+async def test_a_handlers_own_timeout_error_is_an_ordinary_failure(store: Store, jobs: JobQueue) -> None:
+    registry = Registry()
+
+    @registry.handler("merge", max_attempts=1, timeout_seconds=60)
+    async def slow_provider(job: domain.Job) -> None:
+        raise TimeoutError("provider took too long")
+
+    timeouts = _sample("echo_job_timeouts_total", kind="merge")
+    async with running(store, registry):
+        job_id = await jobs.enqueue("merge")
+        info = await state_is(jobs, job_id, JobState.DEAD)
+    assert info.last_error == "TimeoutError: provider took too long"
+    assert _sample("echo_job_timeouts_total", kind="merge") == timeouts
+
+
+# -- supervised helpers: a lease or metrics task that raises is logged, counted and restarted ----
+
+
+async def test_a_lease_renewal_that_raises_is_logged_counted_and_restarted(
+    store: Store, jobs: JobQueue
+) -> None:
+    registry = Registry()
+
+    @registry.handler("map_reduce")
+    async def long(job: domain.Job) -> None:
+        await asyncio.sleep(1.2)
+
+    renewals = 0
+    failures = _sample("echo_background_task_failures_total", task="lease-renewal")
+    supervisor = supervision.Supervisor(backoff=supervision.Backoff(first_seconds=0.01, max_seconds=0.05))
+    with capture_logs() as logs:
+        async with running(store, registry, lease_seconds=0.45, supervisor=supervisor) as worker:
+            original = worker.queue.extend_leases
+
+            async def flaky(*args: Any) -> set[int]:
+                nonlocal renewals
+                renewals += 1
+                if renewals == 1:
+                    raise RuntimeError("driver bug")
+                return await original(*args)
+
+            worker.queue.extend_leases = flaky  # type: ignore[method-assign]
+            job_id = await jobs.enqueue("map_reduce")
+            info = await state_is(jobs, job_id, JobState.DONE)
+            tasks = supervisor.readiness()["tasks"]
+    assert info.attempts == 1  # the lease was kept: not re-delivered
+    assert renewals >= 3
+    assert _sample("echo_background_task_failures_total", task="lease-renewal") == failures + 1
+    assert tasks["lease-renewal"] == {"state": "running", "failures": 1, "error": "RuntimeError: driver bug"}
+    failed = [e for e in logs if e["event"] == "background_task_failed"]
+    assert [(e["task"], e["worker_id"]) for e in failed] == [("lease-renewal", worker.worker_id)]
+
+
+async def test_a_queue_metrics_task_that_raises_is_logged_counted_and_restarted(store: Store) -> None:
+    refreshes = 0
+    failures = _sample("echo_background_task_failures_total", task="queue-metrics")
+    supervisor = supervision.Supervisor(backoff=supervision.Backoff(first_seconds=0.01, max_seconds=0.05))
+    worker = Worker(store, Registry(), metrics_seconds=0.05, supervisor=supervisor)
+    original = worker.queue.depths
+
+    async def flaky() -> list[Any]:
+        nonlocal refreshes
+        refreshes += 1
+        if refreshes == 1:
+            raise KeyError("state")
+        return await original()
+
+    worker.queue.depths = flaky  # type: ignore[method-assign]
+    await worker.start()
+    try:
+        await until(lambda: asyncio.sleep(0, refreshes >= 3), what="metrics refreshed after the failure")
+    finally:
+        await worker.stop()
+    assert _sample("echo_background_task_failures_total", task="queue-metrics") == failures + 1
+    assert supervisor.readiness()["tasks"]["queue-metrics"]["failures"] == 1
+
+
+async def test_a_claiming_loop_that_fails_is_reported_and_raised_by_wait(store: Store) -> None:
+    registry = Registry()
+    registry.register("summary", _noop)
+    supervisor = supervision.Supervisor()
+    worker = Worker(store, registry, poll_seconds=0.05, supervisor=supervisor)
+
+    async def broken(*args: Any) -> None:
+        raise store_errors.PermanentStoreError("relation jobs does not exist")
+
+    worker.queue.claim = broken  # type: ignore[method-assign,assignment]
+    await worker.start()
+    try:
+        with pytest.raises(store_errors.PermanentStoreError, match="does not exist"):
+            await asyncio.wait_for(worker.wait(), 5)
+        assert worker.failure == "PermanentStoreError: relation jobs does not exist"
+        check = supervisor.readiness()
+        assert check["ok"] is False
+        assert check["error"] == "worker-loop failed: PermanentStoreError: relation jobs does not exist"
+    finally:
+        await worker.stop()
+    assert worker.stopped
+
+
+async def _noop(job: domain.Job) -> None:
+    return None

@@ -279,3 +279,90 @@ def test_mapping_valves_round_trip_as_json_text_for_the_editor(client: httpx.Cli
     broken = client.post("/echo_compression/valves/update", json={"model_thresholds": "[object Object]"})
     assert broken.status_code == 422
     assert "model_thresholds: not valid JSON text" in broken.json()["detail"]["message"]
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+@pytest.mark.parametrize("phase", ["inlet", "outlet"])
+def test_non_finite_numbers_get_422_naming_the_field(client: httpx.Client, literal: str, phase: str) -> None:
+    """Python's JSON parser accepts NaN and Infinity, JSON does not (nor could we answer with them)."""
+    raw = '{"body": {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "score": %s}]}}'
+    answer = client.post(
+        f"/echo_context/filter/{phase}",
+        content=(raw % literal).encode(),
+        headers={"content-type": "application/json"},
+    )
+    assert answer.status_code == 422
+    detail = answer.json()["detail"]
+    assert detail["errors"][0]["loc"] == ["body", "body", "messages", 1, "score"]
+    assert f"body.body.messages.1.score: {literal} is not a finite number" in detail["message"]
+
+
+def test_integers_python_cannot_read_get_422_naming_the_field(client: httpx.Client) -> None:
+    raw = b'{"body": {"messages": [], "metadata": {"seed": ' + b"7" * 5000 + b"}}}"
+    answer = client.post(
+        "/echo_context/filter/inlet", content=raw, headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == 422
+    assert answer.json()["detail"]["errors"][0]["loc"] == ["body", "body", "metadata", "seed"]
+    assert "5000 digits" in answer.json()["detail"]["message"]
+
+
+@pytest.mark.parametrize("depth", [990, 5000])
+@pytest.mark.parametrize("phase", ["inlet", "outlet"])
+def test_json_nested_too_deeply_gets_422(client: httpx.Client, depth: int, phase: str) -> None:
+    raw = b'{"body": {"messages": [], "x": ' + b"[" * depth + b"]" * depth + b"}}"
+    answer = client.post(
+        f"/echo_context/filter/{phase}", content=raw, headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == 422
+    assert "nested too deeply" in answer.json()["detail"]["message"]
+
+
+def test_non_finite_valves_get_422(client: httpx.Client) -> None:
+    answer = client.post(
+        "/echo_memory/valves/update",
+        content=b'{"SIMILARITY_THRESHOLD": NaN}',
+        headers={"content-type": "application/json"},
+    )
+    assert answer.status_code == 422
+    assert "body.SIMILARITY_THRESHOLD" in answer.json()["detail"]["message"]
+
+
+@pytest.mark.parametrize("phase", ["inlet", "outlet"])
+def test_lone_surrogates_come_back_as_sent(client: httpx.Client, phase: str) -> None:
+    """`"\\ud800"` is valid JSON text for a lone surrogate, which UTF-8 cannot encode as such."""
+    raw = b'{"body": {"messages": [{"role": "assistant", "content": "half a pair: \\ud83d!"}]}}'
+    answer = client.post(
+        f"/echo_context/filter/{phase}", content=raw, headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == 200
+    assert answer.json()["messages"][0]["content"] == "half a pair: \ud83d!"
+
+
+class _Unserialisable(passthrough.MemoryFilter):
+    async def inlet(self, body: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        return {**body, "score": float("nan")}
+
+    async def outlet(self, body: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        return {**body, "tags": {"a set"}}
+
+
+def test_an_answer_that_cannot_be_serialised_falls_back_to_the_body(
+    settings: Settings, auth: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(passthrough, "MemoryFilter", _Unserialisable)
+    with LiveServer(create_app(settings)) as server, httpx.Client(base_url=server.url, headers=auth) as http:
+        body = chat_body()
+        for phase in ("inlet", "outlet"):
+            before = _hook_failures(http, phase)
+            answer = http.post(f"/echo_memory/filter/{phase}", json={"body": body})
+            assert (answer.status_code, answer.json()) == (200, body)
+            assert _hook_failures(http, phase) == before + 1
+
+
+def _hook_failures(http: httpx.Client, phase: str) -> float:
+    series = f'echo_hook_failures_total{{filter="echo_memory",phase="{phase}",reason="error"}} '
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith(series):
+            return float(line.removeprefix(series))
+    return 0.0

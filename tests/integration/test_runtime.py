@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import functools
+import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from fakes.live_server import LiveServer
+from prometheus_client import REGISTRY
 
+from echo import runtime, supervision
 from echo.config.settings import Settings
 from echo.embeddings import base as embeddings_base
+from echo.embeddings import factory as embeddings_factory
 from echo.embeddings.fake import FakeEmbedder
+from echo.hooks import create_app
 from echo.runtime import Runtime
-from echo.store import pool, testing
+from echo.store import pool, tenancy, testing
+from echo.vectors import factory as vectors_factory
 
 
 @pytest.fixture
@@ -54,3 +64,70 @@ async def test_a_lost_store_is_reported(dsn: str) -> None:
         runtime = Runtime(store=store, embedder=FakeEmbedder(dimension=8))
     checks = await runtime.readiness()  # the pool is closed now
     assert checks["store"]["ok"] is False
+
+
+# -- background tasks: a warm-up that raises anything is reported, and shutdown still stops the worker
+
+
+@pytest.fixture
+def serve_settings(dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    """`echoctl serve` on the test PostgreSQL with an in-process worker, a fake embedder, and a Qdrant
+    directory the process may not write (PermissionError, as on a read-only root file system)."""
+    tenant = testing.unique_tenant("rt")
+    qdrant_path = tmp_path / "qdrant"
+
+    def refuse(settings: Settings, *, dimension: int) -> None:
+        raise PermissionError(13, "Permission denied", str(qdrant_path))
+
+    monkeypatch.setattr(embeddings_factory, "embedder_from_settings", lambda _: FakeEmbedder(dimension=8))
+    monkeypatch.setattr(vectors_factory, "vector_store_from_settings", refuse)
+    yield Settings(
+        data_dir=tmp_path, database_url=dsn, tenant=tenant, inprocess_worker=True, qdrant_path=qdrant_path
+    )
+    asyncio.run(testing.drop_schema(dsn, tenancy.schema_for(tenant)))
+
+
+def _failures(task: str) -> float:
+    return REGISTRY.get_sample_value("echo_background_task_failures_total", {"task": task}) or 0.0
+
+
+async def test_a_warm_up_that_raises_is_reported_and_shutdown_still_stops_the_worker(
+    serve_settings: Settings,
+) -> None:
+    before = _failures("warm-up")
+    async with runtime.open_runtime(serve_settings) as opened:
+        deadline = time.monotonic() + 10
+        while opened.supervisor.failure("warm-up") is None:
+            assert time.monotonic() < deadline, "the warm-up never ended"
+            await asyncio.sleep(0.02)
+        checks = await opened.readiness()
+        worker = opened.worker
+        assert worker is not None
+        assert not worker.stopped
+    denied = f"PermissionError: [Errno 13] Permission denied: '{serve_settings.qdrant_path}'"
+    assert checks["embedder"] == {"ok": False, "error": f"warm-up failed: {denied}"}
+    assert checks["vectors"]["ok"] is False
+    assert checks["store"] == {"ok": True}
+    assert _failures("warm-up") == before + 1
+    assert worker.stopped  # the failed warm-up did not skip the worker's stop
+
+
+def test_readyz_names_a_failed_warm_up_and_the_app_shuts_down_cleanly(serve_settings: Settings) -> None:
+    supervisor = supervision.Supervisor()
+    backends = functools.partial(runtime.open_runtime, supervisor=supervisor)
+    app = create_app(serve_settings, backends=backends, supervisor=supervisor)
+    with LiveServer(app) as server:
+        deadline = time.monotonic() + 10
+        while supervisor.failure("warm-up") is None:
+            assert time.monotonic() < deadline, "the warm-up never ended"
+            time.sleep(0.02)
+        answer = httpx.get(f"{server.url}/readyz")
+    assert answer.status_code == 503
+    checks = answer.json()["checks"]
+    assert checks["background"]["ok"] is False
+    assert checks["background"]["error"].startswith("warm-up failed: PermissionError: [Errno 13]")
+    assert checks["background"]["tasks"]["warm-up"]["state"] == "failed"
+    assert checks["background"]["tasks"]["worker-loop"]["state"] == "running"
+    assert "PermissionError" in checks["embedder"]["error"]
+    assert checks["store"] == {"ok": True}
+    assert supervisor.readiness()["tasks"]["worker-loop"]["state"] == "done"  # ended by shutdown

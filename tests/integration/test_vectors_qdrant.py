@@ -5,15 +5,20 @@ The behaviour shared with the fake is in tests/contract/test_vectors.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import random
 import socket
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from fakes.live_server import LiveServer
+from qdrant_client.local.qdrant_local import QdrantLocal
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -29,13 +34,17 @@ from echo.vectors import (
     vector_store_from_settings,
 )
 
+T = TypeVar("T")
+
 
 async def test_local_storage_persists_and_checks_the_dimension_on_reopen(tmp_path: Path) -> None:
     store = QdrantVectorStore.connect(dimension=3, tenant="acme", path=tmp_path / "q")
     await store.upsert(Kind.MEMORY, [Point(id="m", vector=[1.0, 0.0, 0.0], user_id="u")])
+    second = QdrantVectorStore.connect(dimension=3, path=tmp_path / "q")  # opens on first use
     with pytest.raises(VectorStoreError, match="already accessed") as caught:
-        QdrantVectorStore.connect(dimension=3, path=tmp_path / "q")  # one path, one client
+        await second.check()  # one path, one client
     assert caught.value.reason == "locked"
+    await second.aclose()
     await store.aclose()
 
     reopened = QdrantVectorStore.connect(dimension=3, tenant="acme", path=tmp_path / "q")
@@ -47,6 +56,80 @@ async def test_local_storage_persists_and_checks_the_dimension_on_reopen(tmp_pat
     ):
         await wider.count(Kind.MEMORY, user_id="u")
     await wider.aclose()
+
+
+async def test_a_storage_path_that_cannot_be_a_directory_is_a_permanent_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    store = QdrantVectorStore.connect(dimension=3, path=tmp_path / "file" / "q")
+    with pytest.raises(
+        VectorStoreError, match=r"cannot open Qdrant storage .*file/q: NotADirectoryError"
+    ) as caught:
+        await store.check()
+    assert (caught.value.reason, caught.value.retryable) == ("storage", False)
+    await store.aclose()
+
+
+async def ticks_while(operation: Awaitable[T]) -> tuple[T, int, float]:
+    """Await ``operation`` beside a 5 ms ticker: its result, the ticks meanwhile, its duration (s)."""
+    ticks = 0
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            await asyncio.sleep(0.005)
+            ticks += 1
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0)
+    started = time.perf_counter()
+    try:
+        result = await operation
+    finally:
+        elapsed = time.perf_counter() - started
+        seen = ticks
+        done.set()
+        await asyncio.wait_for(ticker, timeout=5)
+    return result, seen, elapsed
+
+
+async def test_a_large_local_search_leaves_the_event_loop_free() -> None:
+    """Local mode searches by brute force in Python and numpy: seconds on a big collection."""
+    store = QdrantVectorStore.connect(dimension=64, tenant="acme", path=":memory:")
+    rng = random.Random(7)
+    points = [Point(id=f"p{i}", vector=[rng.random() for _ in range(64)], user_id="u") for i in range(5000)]
+    await store.upsert(Kind.MEMORY, points)
+    query = store.search(Kind.MEMORY, points[42].vector, user_id="u", limit=3)
+    hits, ticks, elapsed = await ticks_while(query)
+    assert hits[0].id == "p42"
+    assert elapsed > 0.05, "the search is too small to tell"
+    assert ticks >= 3, f"the loop ticked {ticks} times during a {elapsed:.2f} s search"  # 0 when blocked
+    await store.aclose()
+
+
+async def test_opening_local_storage_leaves_the_event_loop_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a path loads every stored point; on a big storage that takes seconds."""
+    loaded_on: list[int] = []
+    load = QdrantLocal._load
+
+    def slow_load(self: QdrantLocal) -> None:
+        loaded_on.append(threading.get_ident())
+        time.sleep(0.3)
+        load(self)
+
+    monkeypatch.setattr(QdrantLocal, "_load", slow_load)
+    started = time.perf_counter()
+    store = QdrantVectorStore.connect(dimension=3, tenant="acme", path=tmp_path / "q")
+    assert time.perf_counter() - started < 0.2
+    _, ticks, elapsed = await ticks_while(store.check())
+    assert loaded_on, "local storage was not opened through qdrant-client's local mode"
+    assert loaded_on[0] != threading.get_ident()
+    assert ticks >= 3, f"the loop ticked {ticks} times while the storage opened in {elapsed:.2f} s"
+    await store.upsert(Kind.MEMORY, [Point(id="m", vector=[1.0, 0.0, 0.0], user_id="u")])
+    await store.aclose()
+    assert loaded_on == [loaded_on[0]]  # opened once
 
 
 async def test_settings_choose_the_path_or_memory(tmp_path: Path) -> None:

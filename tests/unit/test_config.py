@@ -170,3 +170,32 @@ def test_configuration_reference_is_current() -> None:
 
     written = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
     assert written.read_text(encoding="utf-8") == reference.render_reference(), "run `make docs`"
+
+
+def test_thresholds_valve_as_json_text_merges_with_the_thresholds_file() -> None:
+    """Open WebUI's valves editor sends `model_thresholds` back as JSON text."""
+    mine = '{"mine": {"compression_threshold_tokens": 2000, "max_context_tokens": 9000}}'
+    built = snapshot.build_snapshot(
+        saved_valves={"echo_compression": {"model_thresholds": mine}},
+        model_thresholds={"house": {"compression_threshold_tokens": 1000, "max_context_tokens": 50000}},
+    )
+    table = built.of("echo_compression").model_thresholds  # type: ignore[attr-defined]
+    assert (table["mine"].max_context_tokens, table["house"].max_context_tokens) == (9000, 50000)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("{not json", "not valid JSON text"),
+        ("[1, 2]", "must be a mapping"),
+        ([1, 2], "must be a mapping"),
+        (7, "must be a mapping"),
+    ],
+)
+def test_a_bad_thresholds_valve_beside_a_thresholds_file_names_the_field(value: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=r"^valves\.json: echo_compression\.model_thresholds: " + message):
+        snapshot.build_snapshot(
+            saved_valves={"echo_compression": {"model_thresholds": value}},
+            model_thresholds={"house": {"compression_threshold_tokens": 1000, "max_context_tokens": 50000}},
+            source="valves.json",
+        )

@@ -169,3 +169,13 @@ def test_domain_imports_only_the_standard_library() -> None:
         "types",
         "typing",
     }
+
+
+def test_a_timed_out_attempt_is_a_transient_failure_retried_with_backoff() -> None:
+    policy = KindPolicy(max_attempts=2, retry=RetryPolicy(base_seconds=5, jitter=0), timeout_seconds=0.25)
+    outcome = domain.timed_out(policy)
+    assert outcome == Failed("timed out after 0.25 s")
+    assert domain.after_attempt(1, policy, outcome, 0.0) == domain.Transition(
+        JobState.PENDING, delay_seconds=5, last_error="timed out after 0.25 s"
+    )
+    assert domain.after_attempt(2, policy, outcome, 0.0).state is JobState.DEAD

@@ -86,3 +86,19 @@ def test_public_api_is_pinned() -> None:
         assert getattr(echo.jobs, name) is not None
     with pytest.raises(AttributeError):
         _ = echo.jobs.Nothing  # type: ignore[attr-defined]
+
+
+def test_each_kind_has_a_timeout_that_registration_can_override() -> None:
+    registry = Registry()
+    assert registry.register(kinds.SUMMARY, _noop).policy.timeout_seconds == 300
+    assert registry.register(kinds.MAP_REDUCE, _noop).policy.timeout_seconds == 900
+    assert registry.register("custom", _noop, timeout_seconds=2.5).policy.timeout_seconds == 2.5
+
+    @registry.handler("other", timeout_seconds=7)
+    async def other(job: domain.Job) -> None:
+        return None
+
+    assert registry.get("other").policy.timeout_seconds == 7
+    assert domain.KindPolicy().timeout_seconds == 300
+    with pytest.raises(ValueError, match="timeout_seconds"):
+        domain.KindPolicy(timeout_seconds=0)

@@ -1,4 +1,4 @@
-"""OpenAI chat-completions bodies -> Gemini contents and config (pure conversion)."""
+"""OpenAI chat-completions bodies -> Gemini contents and config (pure conversion to plain data)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,16 @@ import re
 from typing import Any
 
 import pytest
-from google.genai import types
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echo.llm.openai_to_gemini import gemini_model_id, to_gemini_config, to_gemini_contents, to_gemini_request
+from echo.llm.openai_to_gemini import (
+    ContentDict,
+    gemini_model_id,
+    to_gemini_config,
+    to_gemini_contents,
+    to_gemini_request,
+)
 
 PNG = b"\x89PNG\r\n\x1a\nfake-png-bytes"
 PNG_URI = "data:image/png;base64," + base64.b64encode(PNG).decode()
@@ -22,8 +27,8 @@ def body(*messages: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return {"model": "echo.gemini-2.5-flash", "messages": list(messages), **fields}
 
 
-def texts(content: types.Content) -> list[str | None]:
-    return [p.text for p in content.parts or []]
+def texts(content: ContentDict) -> list[str | None]:
+    return [p.get("text") for p in content["parts"]]
 
 
 @pytest.mark.parametrize(
@@ -46,9 +51,9 @@ def test_plain_conversation_maps_roles_and_keeps_order() -> None:
             {"role": "user", "content": "How are you?"},
         )
     )
-    assert [c.role for c in contents] == ["user", "model", "user"]
+    assert [c["role"] for c in contents] == ["user", "model", "user"]
     assert [texts(c) for c in contents] == [["Hi"], ["Hello!"], ["How are you?"]]
-    assert config.system_instruction is None
+    assert "system_instruction" not in config
 
 
 def test_system_and_developer_messages_are_joined_into_the_system_instruction() -> None:
@@ -60,7 +65,7 @@ def test_system_and_developer_messages_are_joined_into_the_system_instruction() 
             {"role": "user", "content": "Bonjour"},
         )
     )
-    assert config.system_instruction == "You are ECHO.\n\nAnswer in French."
+    assert config["system_instruction"] == "You are ECHO.\n\nAnswer in French."
     assert len(contents) == 1
     assert texts(contents[0]) == ["Hi", "Bonjour"]
 
@@ -75,7 +80,7 @@ def test_consecutive_messages_of_one_role_are_merged() -> None:
             {"role": "user", "content": "e"},
         ]
     )
-    assert [(c.role, texts(c)) for c in contents] == [
+    assert [(c["role"], texts(c)) for c in contents] == [
         ("user", ["a", "b"]),
         ("model", ["c", "d"]),
         ("user", ["e"]),
@@ -95,9 +100,9 @@ def test_multipart_order_text_image_text_is_preserved() -> None:
             }
         ]
     )
-    parts = contents[0].parts or []
-    assert [p.text for p in parts] == ["before", None, "after"]
-    assert parts[1].inline_data == types.Blob(mime_type="image/png", data=PNG)
+    parts = contents[0]["parts"]
+    assert [p.get("text") for p in parts] == ["before", None, "after"]
+    assert parts[1] == {"inline_data": {"mime_type": "image/png", "data": PNG}}
 
 
 def test_remote_image_urls_become_text_and_unknown_parts_are_ignored() -> None:
@@ -132,7 +137,7 @@ def test_percent_encoded_data_uri_is_decoded() -> None:
             }
         ]
     )
-    assert (contents[0].parts or [])[0].inline_data == types.Blob(mime_type="image/svg+xml", data=b"<svg/>")
+    assert contents[0]["parts"] == [{"inline_data": {"mime_type": "image/svg+xml", "data": b"<svg/>"}}]
 
 
 def test_tool_calls_and_results_are_rendered_as_text() -> None:
@@ -154,7 +159,7 @@ def test_tool_calls_and_results_are_rendered_as_text() -> None:
             {"role": "user", "content": "thanks"},
         ]
     )
-    assert [(c.role, texts(c)) for c in contents] == [
+    assert [(c["role"], texts(c)) for c in contents] == [
         ("user", ["weather?"]),
         ("model", ['[tool call get_weather]: {"city":"Paris"}']),
         ("user", ["[tool result get_weather]: 18°C", "thanks"]),
@@ -169,7 +174,7 @@ def test_empty_assistant_messages_are_skipped() -> None:
             {"role": "user", "content": "b"},
         ]
     )
-    assert [(c.role, texts(c)) for c in contents] == [("user", ["a", "b"])]
+    assert [(c["role"], texts(c)) for c in contents] == [("user", ["a", "b"])]
 
 
 def test_sampling_fields_map_to_the_config() -> None:
@@ -184,11 +189,18 @@ def test_sampling_fields_map_to_the_config() -> None:
             seed=7,
         )
     )
-    assert (config.temperature, config.top_p, config.max_output_tokens) == (0.2, 0.9, 50)
-    assert (config.stop_sequences, config.seed) == (["END"], 7)
+    assert config == {
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "max_output_tokens": 50,
+        "stop_sequences": ["END"],
+        "seed": 7,
+    }
     plain = to_gemini_config({"max_tokens": 10, "stop": ["a", "b"], "temperature": 1})
-    assert (plain.max_output_tokens, plain.stop_sequences, plain.temperature) == (10, ["a", "b"], 1.0)
-    assert to_gemini_config({}).model_dump(exclude_none=True) == {}
+    assert plain == {"max_output_tokens": 10, "stop_sequences": ["a", "b"], "temperature": 1.0}
+    assert type(plain["temperature"]) is float
+    assert to_gemini_config({}) == {}
+    assert to_gemini_config({"stop": []}, system_instruction=None) == {}
 
 
 @pytest.mark.parametrize(
@@ -237,8 +249,36 @@ _messages = st.lists(
 @given(_messages)
 def test_merging_alternates_roles_and_keeps_every_text_in_order(messages: list[dict[str, Any]]) -> None:
     contents, system = to_gemini_contents(messages)
-    assert all(a.role != b.role for a, b in itertools.pairwise(contents))
+    assert all(a["role"] != b["role"] for a, b in itertools.pairwise(contents))
     assert [t for c in contents for t in texts(c)] == [
         m["content"] for m in messages if m["role"] != "system"
     ]
     assert system == ("\n\n".join(m["content"] for m in messages if m["role"] == "system") or None)
+
+
+def test_the_result_is_plain_data_the_sdk_accepts() -> None:
+    """The adapter turns the plain result into SDK types (the conversion itself imports no SDK)."""
+    from google.genai import types
+
+    from echo.llm import gemini_chat
+
+    look = [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": PNG_URI}]
+    request = body(
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": look},
+        temperature=0.5,
+        stop="END",
+        seed=3,
+    )
+    contents, _ = to_gemini_request(request)
+    png = {"inline_data": {"mime_type": "image/png", "data": PNG}}
+    assert contents == [{"role": "user", "parts": [{"text": "look"}, png]}]
+    model, sdk_contents, sdk_config = gemini_chat.sdk_request(request)
+    assert model == "gemini-2.5-flash"
+    image = types.Part(inline_data=types.Blob(mime_type="image/png", data=PNG))
+    assert sdk_contents == [types.Content(role="user", parts=[types.Part(text="look"), image])]
+    assert sdk_config == types.GenerateContentConfig(
+        system_instruction="Be brief.", temperature=0.5, stop_sequences=["END"], seed=3
+    )
+    with pytest.raises(ValueError, match=r"^model:"):
+        gemini_chat.sdk_request({"messages": [{"role": "user", "content": "x"}]})

@@ -100,6 +100,26 @@ def test_the_encoding_is_tiktokens_o200k_base() -> None:
     assert encoding._special_tokens == {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 
 
+def test_the_encoding_is_built_as_tiktoken_defines_o200k_base(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The public constructor gets tiktoken's own pattern, special tokens and expected file hash."""
+    from tiktoken_ext import openai_public
+
+    asked: list[tuple[str, str | None]] = []
+
+    def record(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        asked.append((url, expected_hash))
+        return {}
+
+    monkeypatch.setattr(openai_public, "load_tiktoken_bpe", record)
+    definition = openai_public.o200k_base()
+    assert asked == [(tokens._O200K_URL, tokens._O200K_SHA256)]
+    assert definition["pat_str"] == tokens._O200K_PAT_STR
+    assert definition["special_tokens"] == tokens._O200K_SPECIAL_TOKENS
+    encoding = tokens._o200k_base()
+    assert encoding._pat_str == definition["pat_str"]
+    assert encoding.max_token_value == 200018
+
+
 def test_the_encoding_loads_without_network(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("no network allowed")

@@ -119,16 +119,18 @@ class LiveConfig:
         digests = (_digest(self._valves_file), _digest(self._thresholds_file))
         if digests == self._digests:
             return False
-        self._digests = digests
         try:
             snapshot = self._build()
         except ConfigError as error:
+            self._digests = digests  # a refused file is not retried until its content changes
             self._status = ConfigStatus(
                 ok=False, error=str(error), loaded_at=self._status.loaded_at, sources=self._sources()
             )
             log.error("config_reload_failed", error=str(error), kept="last good configuration")
             self._notify(False, str(error))
             return False
+        # any other error leaves the digests as they were, so the restarted watcher tries again
+        self._digests = digests
         self._snapshot = snapshot
         self._status = ConfigStatus(ok=True, error=None, loaded_at=time.time(), sources=self._sources())
         log.info("config_reloaded", sources=list(self._sources()))
@@ -151,7 +153,7 @@ class LiveConfig:
         if self._valves_file is not None:
             raise ValvesManagedByFile(self._valves_file)
         saved = dict(self._read_saved())
-        saved[filter_id] = dict(data)
+        saved[filter_id] = snapshot_module.parse_mapping_valves(filter_id, data)
         snapshot = self._build(saved_valves=saved)
         self._write_saved(saved)
         self._snapshot = snapshot

@@ -70,6 +70,25 @@ class Settings(BaseSettings):
         description="How often a worker refreshes the queue-depth gauges (s): Prometheus' usual scrape "
         "interval, so the HPA sees fresh numbers without a count query per scrape.",
     )
+    job_done_retention_seconds: float = Field(
+        7 * 86400.0,
+        gt=0,
+        description="How long a done job is kept (s) before the retention sweep deletes it; 7 days: an "
+        "outlet retried within a week still finds its job by idempotency key, and the table holds a "
+        "week of work instead of all of it.",
+    )
+    job_dead_retention_seconds: float = Field(
+        30 * 86400.0,
+        gt=0,
+        description="How long a dead-lettered job is kept (s); 30 days leave time to read its last_error "
+        "and requeue it after a fix.",
+    )
+    job_sweep_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="How often each worker tries the retention sweep (s); one sweeps at a time (advisory "
+        "lock), 1000 rows per delete, so every 10 min keeps each sweep short.",
+    )
     worker_metrics_port: int = Field(
         9101,
         ge=0,

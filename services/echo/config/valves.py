@@ -21,6 +21,8 @@ __all__ = [
     "MemoryValves",
     "Valves",
     "effective_summary_window",
+    "mapping_valve_names",
+    "parse_json_text",
 ]
 
 SUMMARY_OUTPUT_SHARE = 0.8
@@ -42,14 +44,26 @@ class Valves(BaseModel):
         if not isinstance(data, dict):
             return data
         parsed = dict(data)
-        for name, field in cls.model_fields.items():
+        for name in mapping_valve_names(cls):
             value = parsed.get(name)
-            if isinstance(value, str) and typing.get_origin(field.annotation) is dict:
+            if isinstance(value, str):
                 try:
-                    parsed[name] = json.loads(value) if value.strip() else {}
+                    parsed[name] = parse_json_text(value)
                 except json.JSONDecodeError as error:
                     raise ValueError(f"{name}: not valid JSON text ({error})") from error
         return parsed
+
+
+def mapping_valve_names(model: type[Valves]) -> tuple[str, ...]:
+    """The valves of `model` whose value is a mapping (the editor shows and sends them as JSON text)."""
+    return tuple(
+        name for name, field in model.model_fields.items() if typing.get_origin(field.annotation) is dict
+    )
+
+
+def parse_json_text(text: str) -> object:
+    """A mapping valve's JSON text, parsed (blank text is an empty mapping); raises JSONDecodeError."""
+    return json.loads(text) if text.strip() else {}
 
 
 class ContextValves(Valves):

@@ -4,25 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from echo import bodies
 from echo.config import valves as valves_module
 
-__all__ = ["Filter", "HookContext", "Phase"]
+__all__ = ["FailsClosed", "Filter", "HookContext", "Phase"]
 
 Phase = Literal["inlet", "outlet"]
 
 
 @dataclass(frozen=True)
 class HookContext:
-    """One hook call: which filter and phase, who, where, with which valves."""
+    """One hook call: which filter and phase, who, where, with which valves, and by when
+    (`deadline`, a `time.monotonic()` instant; the hook runner sets it from the deadline valve)."""
 
     filter_id: str
     phase: Phase
     user: Mapping[str, Any]
     ids: bodies.TurnIds
     valves: valves_module.Valves | None
+    deadline: float | None = None
 
 
 class Filter(Protocol):
@@ -40,3 +42,11 @@ class Filter(Protocol):
     async def inlet(self, body: dict[str, Any], ctx: HookContext) -> dict[str, Any]: ...
 
     async def outlet(self, body: dict[str, Any], ctx: HookContext) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class FailsClosed(Protocol):
+    """A filter whose outlet must not hand its input back unchanged when it fails or runs out of time
+    (it masks secrets): the hook answers with `fail_closed(body, ctx)` instead."""
+
+    def fail_closed(self, body: dict[str, Any], ctx: HookContext) -> dict[str, Any]: ...

@@ -31,4 +31,7 @@ class ContextFilter:
         return body
 
     async def outlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
-        return masking_filter.mask_and_report(body, self._on_masked)
+        return await masking_filter.mask_and_report(body, self._on_masked, deadline=ctx.deadline)
+
+    def fail_closed(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
+        return masking_filter.withhold_suspect(body, self._on_masked)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
@@ -13,7 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import echo
-from echo import metrics
+from echo import metrics, supervision
 from echo.config import live as live_config
 from echo.config import settings as settings_module
 from echo.filters import registry
@@ -66,12 +65,15 @@ def create_app(
     config: live_config.LiveConfig | None = None,
     chat: gemini_chat.GeminiChat | None = None,
     backends: BackendsFactory | None = None,
+    supervisor: supervision.Supervisor | None = None,
 ) -> FastAPI:
     """Build echo-hooks. `config` must be loaded already (the CLI loads it to fail fast).
 
     `backends` opens the store, embedder and vectors for the app's lifetime (`echo.runtime.open_runtime`
-    in `echoctl serve`); without it `/readyz` checks the configuration only.
+    in `echoctl serve`); without it `/readyz` checks the configuration only. `supervisor` runs the
+    background tasks (the config watcher; give `backends` the same one so /readyz shows theirs too).
     """
+    supervisor = supervisor or supervision.Supervisor()
     if config is None:
         config = live_config.LiveConfig(settings, on_reload=_on_reload)
         config.load()
@@ -90,16 +92,14 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        watcher = asyncio.create_task(config.watch(), name="echo-config-watch")
+        supervisor.keep_running("config-watch", config.watch)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if backends is not None:
                     app.state.backends = await stack.enter_async_context(backends(settings))
                 yield
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            await supervisor.aclose()
             if chat is not None:
                 await chat.aclose()
 
@@ -110,6 +110,7 @@ def create_app(
     app.state.config = config
     app.state.settings = settings
     app.state.backends = None
+    app.state.supervisor = supervisor
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, error: Exception) -> JSONResponse:

@@ -34,6 +34,9 @@ def build_ops_router(config: live_config.LiveConfig) -> APIRouter:
                 "loaded_at": status.loaded_at,
             }
         }
+        supervisor = getattr(request.app.state, "supervisor", None)
+        if supervisor is not None:  # background tasks: a failed warm-up makes the replica unready
+            checks["background"] = supervisor.readiness()
         backends = request.app.state.backends
         if backends is not None:
             checks.update(await backends.readiness())

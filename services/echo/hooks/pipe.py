@@ -15,9 +15,9 @@ from typing import Any
 import structlog
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
 
 from echo import bodies, masking, metrics
+from echo.filters import masking as masking_filter
 from echo.hooks import wire
 from echo.llm import gemini_chat
 
@@ -26,16 +26,6 @@ __all__ = ["build_pipe_router"]
 log = structlog.get_logger("echo.pipe")
 
 OnMasked = Callable[[Mapping[str, int]], None]
-
-
-class ChatRequest(BaseModel):
-    """An OpenAI chat-completions request as Open WebUI sends it to a pipe."""
-
-    model_config = ConfigDict(extra="allow")
-
-    model: str = Field(min_length=1)
-    messages: list[wire.WireMessage] = Field(min_length=1)
-    stream: bool = False
 
 
 def _llm_status(error: gemini_chat.LLMError) -> int:
@@ -74,7 +64,7 @@ def build_pipe_router(
     @router.post("/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> JSONResponse | StreamingResponse:
         payload = await wire.read_json(request, max_body_bytes)
-        wire.validate(ChatRequest, payload)
+        wire.validate(wire.CHAT_REQUEST, payload)
         model: str = payload["model"]
         if model not in pipe_ids:
             raise HTTPException(
@@ -104,8 +94,8 @@ def build_pipe_router(
         metrics.LLM_LATENCY.labels("gemini", model, "chat").observe(time.perf_counter() - started)
 
         if not stream:
-            content = masking.mask_secrets(answer.content)
-            reasoning = masking.mask_secrets(answer.reasoning)
+            content = await masking_filter.mask_text(answer.content)
+            reasoning = await masking_filter.mask_text(answer.reasoning)
             for result in (content, reasoning):
                 if result.counts:
                     on_masked(result.counts)

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import structlog
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from opentelemetry import propagate
 
 from echo import bodies
@@ -121,14 +121,14 @@ def build_protocol_router(
         )
 
     @router.post("/{hook_id}/filter/{phase}")
-    async def filter_hook(hook_id: str, phase: str, request: Request) -> JSONResponse:
+    async def filter_hook(hook_id: str, phase: str, request: Request) -> Response:
         if phase not in ("inlet", "outlet"):
             raise HTTPException(
                 status_code=404, detail=f"unknown filter phase {phase!r}; use inlet or outlet"
             )
         flt = known_hook(hook_id)
         payload = await wire.read_json(request, max_body_bytes)
-        wire.validate(wire.FilterRequest, payload)
+        wire.validate(wire.FILTER_REQUEST, payload)
         body: dict[str, Any] = payload["body"]
         user: dict[str, Any] = payload.get("user") or {}
         ids = bodies.turn_ids(body, user)
@@ -140,7 +140,8 @@ def build_protocol_router(
             filter_id=hook_id, phase=cast(base.Phase, phase), user=user, ids=ids, valves=valves
         )
         parent = propagate.extract(request.headers)
-        return JSONResponse(await runner.run_hook(flt, body, ctx, trace_parent=parent))
+        answer = await runner.run_hook(flt, body, ctx, trace_parent=parent)
+        return Response(answer, media_type="application/json")
 
     @router.get("/{filter_id}/valves")
     async def get_valves(filter_id: str) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""Queue depth as Prometheus gauges: `echo_jobs{kind,state}` and `echo_jobs_pending{kind}`."""
+"""Queue depth as Prometheus gauges: `echo_jobs{kind,state}` and `echo_jobs_pending{kind}`.
+
+Counted states are pending, running and dead (cheap: partial indexes); done rows are not counted,
+their rate is `echo_job_duration_seconds_count{outcome="done"}`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,9 @@ from collections.abc import Iterable
 from echo import metrics
 from echo.jobs import domain, queue
 
-__all__ = ["refresh_gauges"]
+__all__ = ["COUNTED_STATES", "refresh_gauges"]
+
+COUNTED_STATES = (domain.JobState.PENDING, domain.JobState.RUNNING, domain.JobState.DEAD)
 
 
 async def refresh_gauges(jobs: queue.JobQueue, kinds: Iterable[str] = ()) -> None:
@@ -15,6 +21,6 @@ async def refresh_gauges(jobs: queue.JobQueue, kinds: Iterable[str] = ()) -> Non
     depths = await jobs.depths()
     counts = {(depth.kind, depth.state): depth.jobs for depth in depths}
     for kind in set(kinds) | {depth.kind for depth in depths}:
-        for state in domain.JobState:
+        for state in COUNTED_STATES:
             metrics.JOBS.labels(kind, state.value).set(counts.get((kind, state), 0))
         metrics.JOBS_PENDING.labels(kind).set(sum(d.ready for d in depths if d.kind == kind))

@@ -36,6 +36,7 @@ __all__ = [
     "describe_error",
     "on_claim",
     "on_release",
+    "timed_out",
     "validate_kind",
 ]
 
@@ -108,15 +109,23 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class KindPolicy:
-    """How one kind of job is run: attempts before dead-letter, jobs at once per worker, backoff."""
+    """How one kind of job is run: attempts before dead-letter, jobs at once per worker, backoff,
+    and how long one attempt may run before it is cancelled and counted as failed.
+
+    `timeout_seconds` defaults to 300 s: above what one LLM call with its own retries takes, far
+    below "forever" (a hung handler renews its lease as long as its worker lives).
+    """
 
     max_attempts: int = 5
     concurrency: int = 4
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    timeout_seconds: float = 300.0
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1 or self.concurrency < 1:
             raise ValueError("max_attempts and concurrency are at least 1")
+        if not self.timeout_seconds > 0:
+            raise ValueError("timeout_seconds must be positive")
 
 
 @dataclass(frozen=True)
@@ -171,6 +180,11 @@ def after_attempt(attempts: int, policy: KindPolicy, outcome: Outcome, draw: flo
     else:
         delay = policy.retry.delay(attempts, draw)
     return Transition(JobState.PENDING, delay_seconds=delay, last_error=outcome.error)
+
+
+def timed_out(policy: KindPolicy) -> Failed:
+    """The outcome of an attempt cancelled at the kind's timeout: transient, retried with backoff."""
+    return Failed(f"timed out after {policy.timeout_seconds:g} s")
 
 
 def on_claim(attempts: int, policy: KindPolicy, previous_error: str | None) -> Transition | None:

@@ -1,9 +1,11 @@
-"""One attempt of a job: its handler run in a trace span, what it raised turned into a transition,
-and the outcome counted and logged. Cancellation (a stop, a lost lease) passes through untouched.
+"""One attempt of a job: its handler run in a trace span under its kind's timeout, what it raised
+turned into a transition, and the outcome counted and logged. Cancellation (a stop, a lost lease)
+passes through untouched; the timeout's own cancellation becomes a failed attempt.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -30,17 +32,28 @@ def job_span(job: domain.Job) -> Iterator[trace.Span]:
 
 
 async def attempt(job: domain.Job, spec: registry.HandlerSpec, draw: float) -> domain.Transition:
-    """Run the handler once; the transition its outcome calls for under the kind's policy."""
+    """Run the handler once; the transition its outcome calls for under the kind's policy.
+
+    Past `spec.policy.timeout_seconds` the handler is cancelled and the attempt fails with
+    "timed out after N s" (retried with backoff, dead after the last attempt). A TimeoutError the
+    handler raises itself is an ordinary failure.
+    """
+    deadline = asyncio.timeout(spec.policy.timeout_seconds)
     try:
         with job_span(job):
-            await spec.handler(job)
+            async with deadline:
+                await spec.handler(job)
         outcome: domain.Outcome = domain.Succeeded()
     except errors.RetryLater as error:
         outcome = domain.Failed(domain.describe_error(error), retry_after=error.delay_seconds)
     except errors.PermanentJobError as error:
         outcome = domain.Failed(domain.describe_error(error), permanent=True)
     except Exception as error:  # anything else is transient: retried with backoff
-        outcome = domain.Failed(domain.describe_error(error))
+        if isinstance(error, TimeoutError) and deadline.expired():
+            metrics.JOB_TIMEOUTS.labels(job.kind).inc()
+            outcome = domain.timed_out(spec.policy)
+        else:
+            outcome = domain.Failed(domain.describe_error(error))
     return domain.after_attempt(job.attempts, spec.policy, outcome, draw)
 
 

@@ -25,12 +25,15 @@ MERGE = "merge"  # merge near-duplicate memories
 
 # LLM-bound kinds: 5 attempts ride out a provider incident of several minutes with the default backoff
 # (5, 10, 20, 40 s); map-reduce jobs are long and memory-hungry, so fewer at once and fewer retries.
+# Timeouts: one LLM call may take up to ECHO_LLM_TIMEOUT_SECONDS (120 s) plus 60 s of retry waits, so
+# 300 s covers a summary, a distillation or a merge with room; a map-reduce makes one call per chunk
+# (several at once), so 900 s. Past its timeout an attempt is cancelled and counted as failed.
 POLICIES = MappingProxyType(
     {
-        SUMMARY: domain.KindPolicy(max_attempts=5, concurrency=4),
-        DISTILL: domain.KindPolicy(max_attempts=5, concurrency=4),
-        MAP_REDUCE: domain.KindPolicy(max_attempts=3, concurrency=2),
-        MERGE: domain.KindPolicy(max_attempts=5, concurrency=2),
+        SUMMARY: domain.KindPolicy(max_attempts=5, concurrency=4, timeout_seconds=300),
+        DISTILL: domain.KindPolicy(max_attempts=5, concurrency=4, timeout_seconds=300),
+        MAP_REDUCE: domain.KindPolicy(max_attempts=3, concurrency=2, timeout_seconds=900),
+        MERGE: domain.KindPolicy(max_attempts=5, concurrency=2, timeout_seconds=300),
     }
 )
 

@@ -80,12 +80,50 @@ SELECT EXTRACT(EPOCH FROM LEAST(
 ) - now())::float8;
 
 -- name: counts
--- Jobs by kind and state, and how many of them could be claimed now.
-SELECT kind, state, count(*) AS jobs,
-       count(*) FILTER (WHERE (state = 'pending' AND run_after <= now())
-                           OR (state = 'running' AND leased_until < now())) AS ready
-FROM jobs
-GROUP BY kind, state;
+-- Pending, running and dead jobs by kind, and how many could be claimed now. Each branch reads
+-- one partial index (jobs_ready, jobs_leases, jobs_dead_finished), so the cost follows the live
+-- queue and the dead letters, never the done rows (which only the retention sweep reads).
+SELECT kind, 'pending' AS state, count(*) AS jobs, count(*) FILTER (WHERE run_after <= now()) AS ready
+FROM jobs WHERE state = 'pending' GROUP BY kind
+UNION ALL
+SELECT kind, 'running', count(*), count(*) FILTER (WHERE leased_until < now())
+FROM jobs WHERE state = 'running' GROUP BY kind
+UNION ALL
+SELECT kind, 'dead', count(*), 0
+FROM jobs WHERE state = 'dead' GROUP BY kind;
+
+-- name: try_sweep_lock
+-- One retention sweeper per tenant schema at a time: a session advisory lock, not waited for.
+SELECT pg_try_advisory_lock(hashtextextended('echo.jobs.sweep:' || $1::text, 0));
+
+-- name: sweep_unlock
+SELECT pg_advisory_unlock(hashtextextended('echo.jobs.sweep:' || $1::text, 0));
+
+-- name: sweep_done
+-- Delete up to $2 done jobs finished more than $1 seconds ago, oldest first; returns how many.
+WITH doomed AS (
+    SELECT id FROM jobs
+    WHERE state = 'done' AND finished_at < now() - make_interval(secs => $1)
+    ORDER BY finished_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), deleted AS (
+    DELETE FROM jobs WHERE id IN (SELECT id FROM doomed) RETURNING 1
+)
+SELECT count(*) FROM deleted;
+
+-- name: sweep_dead
+-- The same for dead jobs (kept longer: someone may want to read their error and requeue them).
+WITH doomed AS (
+    SELECT id FROM jobs
+    WHERE state = 'dead' AND finished_at < now() - make_interval(secs => $1)
+    ORDER BY finished_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), deleted AS (
+    DELETE FROM jobs WHERE id IN (SELECT id FROM doomed) RETURNING 1
+)
+SELECT count(*) FROM deleted;
 
 -- name: get
 SELECT id, kind, state, payload, idempotency_key, traceparent, attempts, run_after, leased_until,

@@ -2,7 +2,7 @@
 
     registry = Registry()
 
-    @registry.handler(kinds.SUMMARY, max_attempts=3)
+    @registry.handler(kinds.SUMMARY, max_attempts=3, timeout_seconds=120)
     async def summarise(job: Job) -> None: ...
 
 A handler is any `JobHandler`: an async callable taking the claimed `Job`. Handlers that need the
@@ -48,6 +48,7 @@ class Registry:
         max_attempts: int | None = None,
         concurrency: int | None = None,
         retry: domain.RetryPolicy | None = None,
+        timeout_seconds: float | None = None,
     ) -> HandlerSpec:
         """Add the handler of `kind`; options override `policy` (default: the kind's in `kinds`)."""
         domain.validate_kind(kind)
@@ -59,6 +60,7 @@ class Registry:
             max_attempts=base.max_attempts if max_attempts is None else max_attempts,
             concurrency=base.concurrency if concurrency is None else concurrency,
             retry=base.retry if retry is None else retry,
+            timeout_seconds=base.timeout_seconds if timeout_seconds is None else timeout_seconds,
         )
         spec = HandlerSpec(kind, handler, chosen)
         self._specs[kind] = spec
@@ -71,11 +73,19 @@ class Registry:
         max_attempts: int | None = None,
         concurrency: int | None = None,
         retry: domain.RetryPolicy | None = None,
+        timeout_seconds: float | None = None,
     ) -> Callable[[JobHandler], JobHandler]:
         """Decorator form of `register`."""
 
         def decorate(handler: JobHandler) -> JobHandler:
-            self.register(kind, handler, max_attempts=max_attempts, concurrency=concurrency, retry=retry)
+            self.register(
+                kind,
+                handler,
+                max_attempts=max_attempts,
+                concurrency=concurrency,
+                retry=retry,
+                timeout_seconds=timeout_seconds,
+            )
             return handler
 
         return decorate

@@ -44,31 +44,17 @@ async def run_worker(
             )
         if settings.worker_metrics_port:
             prometheus_client.start_http_server(settings.worker_metrics_port, addr=settings.host)
-        runner = worker.Worker(
-            store,
-            handlers,
-            worker_id=worker_id,
-            concurrency=concurrency,
-            lease_seconds=settings.job_lease_seconds,
-            poll_seconds=settings.job_poll_seconds,
-            grace_seconds=settings.job_grace_seconds,
-            metrics_seconds=settings.job_metrics_seconds,
+        runner = worker.Worker.from_settings(
+            store, handlers, settings, concurrency=concurrency, worker_id=worker_id
         )
         loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
         signals = (signal.SIGTERM, signal.SIGINT)
         for signum in signals:
-            loop.add_signal_handler(signum, stop.set)
-        ended: asyncio.Task[None] | None = None
+            loop.add_signal_handler(signum, runner.interrupt)
         try:
             await runner.start()
-            stopped = asyncio.create_task(stop.wait())
-            ended = asyncio.create_task(runner.wait())
-            await asyncio.wait({stopped, ended}, return_when=asyncio.FIRST_COMPLETED)
-            stopped.cancel()
+            await runner.wait()  # until a signal stops the claiming; raises what ended it otherwise
         finally:
             await runner.stop()
             for signum in signals:
                 loop.remove_signal_handler(signum)
-        if ended is not None:
-            await ended  # raises what ended the loop, if anything did

@@ -3,9 +3,12 @@
 One asyncio loop per worker: wake on NOTIFY (enqueue or release) or when a slot frees, else sleep
 until the next job is due (a retry's `run_after`, a lease's expiry) or `poll_seconds` at most.
 Leases are renewed every third of their length while handlers run; a job whose lease was taken
-over is cancelled here. `stop()` lets running jobs finish for a grace period, then cancels them and
-releases their leases (pending again, attempt not counted). Used by `echoctl worker` and, in-process,
-by the embedded `serve`.
+over is cancelled here, one that outlives its kind's timeout too (a failed attempt). `stop()` lets
+running jobs finish for a grace period, then cancels them and releases their leases (pending again,
+attempt not counted). Beside the claiming loop run the lease renewal, the queue-depth gauges and
+the retention sweep; every task runs under a `supervision.Supervisor` (the helpers are restarted
+when they raise, a failed claiming loop is reported and raised by `wait()`). Used by
+`echoctl worker` and, in-process, by the embedded `serve`.
 """
 
 from __future__ import annotations
@@ -20,13 +23,17 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import structlog
 
-from echo import metrics
-from echo.jobs import depths, domain, execution, queue, registry
+from echo import metrics, supervision
+from echo.jobs import depths, domain, execution, queue, registry, retention
 from echo.store import errors as store_errors
 from echo.store import pool
+
+if TYPE_CHECKING:
+    from echo.config.settings import Settings
 
 __all__ = ["Worker"]
 
@@ -59,6 +66,8 @@ class Worker:
         poll_seconds: float = 5.0,
         grace_seconds: float = 20.0,
         metrics_seconds: float = 15.0,
+        retention_policy: retention.RetentionPolicy | None = None,
+        supervisor: supervision.Supervisor | None = None,
         listen: bool = True,
         draw: Callable[[], float] = random.random,
     ) -> None:
@@ -72,41 +81,90 @@ class Worker:
         self.poll_seconds = poll_seconds
         self.grace_seconds = grace_seconds
         self.metrics_seconds = metrics_seconds
+        self.retention_policy = retention_policy or retention.RetentionPolicy()
+        self.supervisor = supervisor or supervision.Supervisor()
         self._listen = listen
         self._draw = draw
         self._slots: dict[int, _Slot] = {}
         self._wake = asyncio.Event()
         self._stopping = False
-        self._loop_task: asyncio.Task[None] | None = None
-        self._helpers: list[asyncio.Task[None]] = []
+        self._stopped = False
+        self._loop: supervision.Supervised | None = None
+        self._helpers: list[supervision.Supervised] = []
         self._listener: pool.Listener | None = None
         self._log = log.bind(worker_id=self.worker_id)
+
+    @classmethod
+    def from_settings(
+        cls,
+        store: pool.Store,
+        handlers: registry.Registry,
+        settings: Settings,
+        *,
+        concurrency: int,
+        worker_id: str | None = None,
+        supervisor: supervision.Supervisor | None = None,
+    ) -> Worker:
+        """A worker with the lease, poll, grace, metrics and retention settings of the process."""
+        return cls(
+            store,
+            handlers,
+            worker_id=worker_id,
+            concurrency=concurrency,
+            lease_seconds=settings.job_lease_seconds,
+            poll_seconds=settings.job_poll_seconds,
+            grace_seconds=settings.job_grace_seconds,
+            metrics_seconds=settings.job_metrics_seconds,
+            retention_policy=retention.RetentionPolicy.from_settings(settings),
+            supervisor=supervisor,
+        )
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Start claiming; returns at once. Idempotent; a stopped worker stays stopped."""
-        if self._loop_task is not None:
+        if self._loop is not None or self._stopping:
             return
         if not self.registry.kinds:
             self._log.warning("worker_without_handlers", detail="no job kind is registered: nothing to run")
         await self._connect_listener()
-        self._loop_task = asyncio.create_task(self._loop(), name=f"echo-worker-{self.worker_id}")
-        self._helpers = [asyncio.create_task(self._renew_leases()), asyncio.create_task(self._refresh())]
+        me = self.worker_id
+        self._loop = self.supervisor.run("worker-loop", self._claim_loop(), worker_id=me)
+        self._helpers = [
+            self.supervisor.keep_running("lease-renewal", self._renew_leases, worker_id=me),
+            self.supervisor.keep_running("queue-metrics", self._refresh, worker_id=me),
+            self.supervisor.keep_running("retention-sweep", self._sweep, worker_id=me),
+        ]
         self._log.info("worker_started", kinds=list(self.registry.kinds), concurrency=self.concurrency)
 
     async def wait(self) -> None:
-        """Until the claiming loop ends: after `stop()`, or when it failed (the error is raised)."""
-        if self._loop_task is not None:
-            await asyncio.shield(self._loop_task)
+        """Until the claiming loop ends: after `stop()` or `interrupt()`, or when it failed (raised)."""
+        if self._loop is not None:
+            await asyncio.shield(self._loop.task)
+            if self._loop.error is not None:
+                raise self._loop.error
+
+    def interrupt(self) -> None:
+        """Stop claiming (a signal handler's call); `wait()` returns, then `stop()` drains."""
+        self._stopping = True
+        self._wake.set()
+
+    @property
+    def failure(self) -> str | None:
+        """What ended the claiming loop, when it failed."""
+        error = self._loop.error if self._loop is not None else None
+        return supervision.describe(error) if error is not None else None
+
+    @property
+    def stopped(self) -> bool:
+        """`stop()` ran to its end: nothing claims, runs or listens any more."""
+        return self._stopped
 
     async def stop(self, grace_seconds: float | None = None) -> None:
         """Stop claiming, let running jobs finish within the grace period, release the rest. Idempotent."""
-        self._stopping = True
-        self._wake.set()
-        if self._loop_task is not None:
-            with contextlib.suppress(Exception):
-                await self._loop_task
+        self.interrupt()
+        if self._loop is not None:
+            await asyncio.wait([self._loop.task])  # ends now that we stop; never raises
         grace = self.grace_seconds if grace_seconds is None else grace_seconds
         tasks = [slot.task for slot in self._slots.values() if slot.task is not None]
         if tasks:
@@ -131,11 +189,12 @@ class Worker:
                 self._log.info("jobs_released", jobs=sorted(released))
         for helper in self._helpers:
             helper.cancel()
-        await asyncio.gather(*self._helpers, return_exceptions=True)
+        await asyncio.gather(*(helper.task for helper in self._helpers), return_exceptions=True)
         self._helpers = []
         if self._listener is not None:
             await self._listener.close()
             self._listener = None
+        self._stopped = True
         self._log.info("worker_stopped")
 
     @property
@@ -151,7 +210,7 @@ class Worker:
         busy = Counter(slot.job.kind for slot in self._slots.values())
         return [spec.kind for spec in self.registry if busy[spec.kind] < spec.policy.concurrency]
 
-    async def _loop(self) -> None:
+    async def _claim_loop(self) -> None:
         failures = 0
         while not self._stopping:
             self._wake.clear()
@@ -195,7 +254,8 @@ class Worker:
                 self._log.error("job_dead", job_id=job.id, kind=job.kind, error=exhausted.last_error)
             return
         slot = self._slots[job.id] = _Slot(job)
-        slot.task = asyncio.create_task(self._run(slot, spec), name=f"echo-job-{job.id}")
+        run = self._run(slot, spec)
+        slot.task = self.supervisor.run("job", run, vital=False, job_id=job.id, job_kind=job.kind).task
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -210,8 +270,14 @@ class Worker:
                     metrics.JOB_DURATION.labels(job.kind, "lost").observe(time.monotonic() - started)
                 raise
             # Cancelled while storing (grace period over): the slot stays, and stop() releases the
-            # job, which changes nothing if the outcome was stored already.
-            stored = await self._store_outcome(job, transition)
+            # job, which changes nothing if the outcome was stored already. Anything else frees the
+            # slot (the lease expires and the job runs again) and goes to the supervisor.
+            try:
+                stored = await self._store_outcome(job, transition)
+            except Exception:
+                self._slots.pop(job.id, None)
+                self._wake.set()
+                raise
             self._slots.pop(job.id, None)
             self._wake.set()
             execution.record(job, transition, stored, time.monotonic() - started, self._log)
@@ -255,6 +321,14 @@ class Worker:
             except store_errors.StoreError as error:
                 self._log.warning("queue_metrics_failed", error=str(error))
             await asyncio.sleep(self.metrics_seconds)
+
+    async def _sweep(self) -> None:
+        while True:
+            try:
+                await retention.sweep(self.queue.store, self.retention_policy)
+            except store_errors.StoreError as error:
+                self._log.warning("retention_sweep_failed", error=str(error))
+            await asyncio.sleep(self.retention_policy.interval_seconds)
 
     async def refresh_metrics(self) -> None:
         """Set the queue-depth gauges from one count query."""

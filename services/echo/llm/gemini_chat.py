@@ -22,11 +22,19 @@ from typing import Any, TypeVar
 from google import genai
 from google.genai import errors, types
 
+from echo.llm import openai_to_gemini
 from echo.llm.errors import LLMError
-from echo.llm.openai_to_gemini import gemini_model_id, to_gemini_request
 from echo.llm.retries import parse_retry_after
 
-__all__ = ["ChatDelta", "GeminiChat", "LLMError", "map_finish_reason", "map_usage", "translate_error"]
+__all__ = [
+    "ChatDelta",
+    "GeminiChat",
+    "LLMError",
+    "map_finish_reason",
+    "map_usage",
+    "sdk_request",
+    "translate_error",
+]
 
 
 def _optional(module: str, name: str) -> tuple[type[Exception], ...]:
@@ -131,6 +139,19 @@ def translate_error(exc: BaseException) -> LLMError | None:
     return None
 
 
+def sdk_request(body: Mapping[str, Any]) -> tuple[str, list[types.Content], types.GenerateContentConfig]:
+    """``(model, contents, config)`` in the SDK's types for an OpenAI body; ``ValueError`` names the field."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ValueError("model: expected a non-empty string")
+    contents, config = openai_to_gemini.to_gemini_request(body)
+    return (
+        openai_to_gemini.gemini_model_id(model),
+        [types.Content.model_validate(content) for content in contents],
+        types.GenerateContentConfig.model_validate(config),
+    )
+
+
 class GeminiChat:
     """OpenAI-shaped chat completions on the Gemini API (``base_url`` points it elsewhere, e.g. a fake)."""
 
@@ -140,12 +161,9 @@ class GeminiChat:
 
     @staticmethod
     def _request(body: Mapping[str, Any]) -> tuple[str, list[types.Content], types.GenerateContentConfig]:
-        model = body.get("model")
-        if not isinstance(model, str) or not model:
-            raise ValueError("model: expected a non-empty string")
-        contents, config = to_gemini_request(body)
+        model, contents, config = sdk_request(body)
         config.thinking_config = types.ThinkingConfig(include_thoughts=True)
-        return gemini_model_id(model), contents, config
+        return model, contents, config
 
     @staticmethod
     async def _call(call: Callable[[], Awaitable[_T]]) -> _T:

@@ -1,4 +1,7 @@
-"""``QdrantVectorStore``: the ``VectorStore`` port on ``AsyncQdrantClient`` (a server or local mode).
+"""``QdrantVectorStore``: the ``VectorStore`` port on a Qdrant server or on local mode.
+
+A server is reached through ``AsyncQdrantClient``; local mode (a path, or ``:memory:``) through
+``qdrant_local.LocalQdrantClient``, which runs the synchronous local engine on a thread of its own.
 
 Collections are created on first use (cosine distance, the embedder's dimension) and checked when
 they exist: another size raises ``DimensionMismatch`` naming both sizes and the collection. On a
@@ -17,7 +20,7 @@ from typing import Any
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from echo.vectors import base, qdrant_errors
+from echo.vectors import base, qdrant_errors, qdrant_local
 
 __all__ = ["INDEXED_KEYS", "QdrantVectorStore"]
 
@@ -41,15 +44,23 @@ class QdrantVectorStore:
     """A ``VectorStore`` of one tenant on a Qdrant client (closed by ``aclose`` only when owned)."""
 
     def __init__(
-        self, client: AsyncQdrantClient, *, dimension: int, tenant: str = "default", owns_client: bool = False
+        self,
+        client: AsyncQdrantClient | qdrant_local.LocalQdrantClient,
+        *,
+        dimension: int,
+        tenant: str = "default",
+        owns_client: bool = False,
     ) -> None:
         base.collection_name(tenant, base.Kind.MEMORY)  # validates the tenant slug
         self._client = client
         self._dimension = dimension
         self._tenant = tenant
         self._owns_client = owns_client
-        options = client.init_options
-        self._local = options.get("path") is not None or options.get("location") == ":memory:"
+        if isinstance(client, qdrant_local.LocalQdrantClient):
+            self._local = True
+        else:  # an AsyncQdrantClient in local mode works too, but blocks the event loop
+            options = client.init_options
+            self._local = options.get("path") is not None or options.get("location") == ":memory:"
         self._ready: set[str] = set()
         self._lock = asyncio.Lock()
 
@@ -64,19 +75,16 @@ class QdrantVectorStore:
         api_key: str | None = None,
         timeout_s: int = 10,
     ) -> QdrantVectorStore:
-        """A store on a new client: ``url`` (a server), else ``path`` (local mode; ``:memory:`` too)."""
-        try:
-            if url:
-                client = AsyncQdrantClient(
-                    url=url, api_key=api_key, timeout=timeout_s, check_compatibility=False
-                )
-            elif path is None or str(path) == ":memory:":
-                client = AsyncQdrantClient(location=":memory:")
-            else:
-                Path(path).mkdir(parents=True, exist_ok=True)
-                client = AsyncQdrantClient(path=str(path))
-        except RuntimeError as exc:  # local mode: the directory is locked by another client
-            raise base.VectorStoreError(f"cannot open Qdrant storage {path}: {exc}", reason="locked") from exc
+        """A store on a new client: ``url`` (a server), else ``path`` (local mode; ``:memory:`` too).
+
+        Local storage opens on the store's first operation, off the event loop; a directory that
+        another client holds is a ``VectorStoreError`` with ``reason="locked"`` then.
+        """
+        client: AsyncQdrantClient | qdrant_local.LocalQdrantClient
+        if url:
+            client = AsyncQdrantClient(url=url, api_key=api_key, timeout=timeout_s, check_compatibility=False)
+        else:
+            client = qdrant_local.LocalQdrantClient(qdrant_local.MEMORY if path is None else path)
         return cls(client, dimension=dimension, tenant=tenant, owns_client=True)
 
     @property
