@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from echo import bodies
 from echo.config import valves as valves_module
+from echo.filters import events as events_module
 
 __all__ = ["FailsClosed", "Filter", "HookContext", "Phase"]
 
@@ -17,7 +18,8 @@ Phase = Literal["inlet", "outlet"]
 @dataclass(frozen=True)
 class HookContext:
     """One hook call: which filter and phase, who, where, with which valves, and by when
-    (`deadline`, a `time.monotonic()` instant; the hook runner sets it from the deadline valve)."""
+    (`deadline`, a `time.monotonic()` instant; the hook runner sets it from the deadline valve).
+    `events`: status events the filter adds beside its answer (`echo.filters.events`)."""
 
     filter_id: str
     phase: Phase
@@ -25,6 +27,7 @@ class HookContext:
     ids: bodies.TurnIds
     valves: valves_module.Valves | None
     deadline: float | None = None
+    events: list[events_module.StatusEvent] = field(default_factory=list)
 
 
 class Filter(Protocol):
