@@ -1,7 +1,7 @@
 """
 title: ECHO
 author: ECHO contributors
-version: 0.1.0
+version: 0.2.0
 license: Apache-2.0
 description: Runs ECHO's hooks (context, compression, memory) on every chat; fails open if ECHO is down.
 requirements:
@@ -17,6 +17,13 @@ requirements:
 # Fail open: if ECHO times out, cannot be reached, or answers anything but a JSON object, the body is
 # kept as it was before that hook, a warning is logged, and one status line tells the user that the
 # chat continues without ECHO. The chat itself never fails because of ECHO.
+#
+# Status lines from ECHO's filters ("ECHO compression skipped: timed out after 800 ms", ...): each hook
+# call asks for them with the header `X-Echo-Events: 1`, and ECHO then answers
+# `{"body": <new body>, "events": [{"description", "level", "done"}]}` with the media type
+# `application/vnd.echo.hook-answer+json`. Only the body goes back to Open WebUI; each event is shown
+# with `__event_emitter__`. An older ECHO ignores the header and answers the bare body as
+# `application/json`, which is used as before.
 
 import logging
 import time
@@ -31,6 +38,10 @@ log = logging.getLogger(__name__)
 EventEmitter = Callable[[dict[str, Any]], Awaitable[Any]]
 Phase = Literal["inlet", "outlet"]
 USER_FIELDS = ("id", "email", "name", "role")
+EVENTS_HEADER = "X-Echo-Events"  # asks ECHO for its status events beside the body
+EVENTS_VERSION = "1"
+HOOK_ANSWER_MEDIA_TYPE = "application/vnd.echo.hook-answer+json"  # what ECHO answers when asked
+MAX_EVENTS_PER_HOOK = 10  # what ECHO itself sends at most; more would flood the chat's status line
 
 
 class EchoUnavailable(Exception):
@@ -77,7 +88,9 @@ class Filter:
             return body
         budget = valves.TIMEOUT_SECONDS if phase == "inlet" else valves.OUTLET_TIMEOUT_SECONDS
         deadline = time.monotonic() + budget
-        headers = {"Authorization": f"Bearer {valves.ECHO_API_KEY}"} if valves.ECHO_API_KEY else {}
+        headers = {EVENTS_HEADER: EVENTS_VERSION}
+        if valves.ECHO_API_KEY:
+            headers["Authorization"] = f"Bearer {valves.ECHO_API_KEY}"
         who = {field: user.get(field) for field in USER_FIELDS} if user else {}
         chat_id = _chat_id(body)
         first_failure: str | None = None
@@ -87,7 +100,9 @@ class Filter:
         ) as session:
             for filter_id in filter_ids:
                 try:
-                    body = await _hop(session, f"{base}/{filter_id}/filter/{phase}", body, who, deadline)
+                    body, events = await _hop(
+                        session, f"{base}/{filter_id}/filter/{phase}", body, who, deadline
+                    )
                 except EchoUnavailable as failure:
                     log.warning(
                         "ECHO %s %s failed for chat %s: %s; keeping the body unchanged",
@@ -99,14 +114,21 @@ class Filter:
                     first_failure = first_failure or f"{filter_id} {failure.reason}"
                     if failure.unreachable:
                         break
+                    continue
+                if emitter is not None:
+                    for event in events:
+                        await _emit_event(emitter, event)
 
         if first_failure is not None and emitter is not None:
             await _emit(emitter, f"ECHO unavailable: {first_failure}; continuing without it")
         return body
 
 
-async def _hop(session: aiohttp.ClientSession, url: str, body: dict, user: dict, deadline: float) -> dict:
-    """POST one hook; answer its new body, or raise EchoUnavailable with the reason."""
+async def _hop(
+    session: aiohttp.ClientSession, url: str, body: dict, user: dict, deadline: float
+) -> tuple[dict, list[dict]]:
+    """POST one hook; answer its new body and the Open WebUI status events to show, or raise
+    EchoUnavailable with the reason."""
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise EchoUnavailable("skipped: deadline exceeded", unreachable=True)
@@ -116,6 +138,7 @@ async def _hop(session: aiohttp.ClientSession, url: str, body: dict, user: dict,
         ) as response:
             if response.status != 200:
                 raise EchoUnavailable(f"answered HTTP {response.status}")
+            enveloped = response.content_type == HOOK_ANSWER_MEDIA_TYPE
             try:
                 answer = await response.json(content_type=None)
             except ValueError as error:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
@@ -128,15 +151,50 @@ async def _hop(session: aiohttp.ClientSession, url: str, body: dict, user: dict,
         raise EchoUnavailable(f"connection error ({type(error).__name__})", unreachable=True) from error
     except Exception as error:  # fail open on anything else too: the chat must go on
         raise EchoUnavailable(f"unexpected error ({type(error).__name__})") from error
+    events: list[dict] = []
+    if enveloped:  # {"body": ..., "events": [...]}; anything else is a bare body (an older ECHO)
+        if not (
+            isinstance(answer, dict)
+            and isinstance(answer.get("body"), dict)
+            and isinstance(answer.get("events"), list)
+        ):
+            raise EchoUnavailable("answered a malformed body-and-events envelope")
+        events = _status_events(answer["events"], url)
+        answer = answer["body"]
     if not isinstance(answer, dict):
         kind = "an empty answer" if answer is None else f"a JSON {type(answer).__name__}"
         raise EchoUnavailable(f"answered {kind}, not a JSON object")
-    return answer
+    return answer, events
+
+
+def _status_events(raw_events: list, url: str) -> list[dict]:
+    """ECHO's events (`{"description", "level", "done"}`) as Open WebUI status events; malformed ones
+    are logged and left out (they never cost the body)."""
+    events = []
+    for raw in raw_events[:MAX_EVENTS_PER_HOOK]:
+        description = raw.get("description") if isinstance(raw, dict) else None
+        done = raw.get("done", True) if isinstance(raw, dict) else None
+        if not isinstance(description, str) or not description or not isinstance(done, bool):
+            log.warning("ECHO %s sent a malformed status event; not shown: %.200r", url, raw)
+            continue
+        events.append({"type": "status", "data": {"description": description, "done": done}})
+    if len(raw_events) > MAX_EVENTS_PER_HOOK:
+        log.warning(
+            "ECHO %s sent %d status events; only the first %d were read",
+            url,
+            len(raw_events),
+            MAX_EVENTS_PER_HOOK,
+        )
+    return events
 
 
 async def _emit(emitter: EventEmitter, description: str) -> None:
+    await _emit_event(emitter, {"type": "status", "data": {"description": description, "done": True}})
+
+
+async def _emit_event(emitter: EventEmitter, event: dict) -> None:
     try:
-        await emitter({"type": "status", "data": {"description": description, "done": True}})
+        await emitter(event)
     except Exception as error:  # a broken emitter must not fail the chat either
         log.warning("ECHO could not emit a status event: %s", error)
 

@@ -32,6 +32,7 @@ __all__ = [
     "LLM_TOKENS",
     "PIPE_REQUESTS",
     "SECRETS_MASKED",
+    "STATUS_EVENTS",
     "VECTOR_ERRORS",
     "VECTOR_LATENCY",
 ]
@@ -53,6 +54,14 @@ HOOK_FAILURES = Counter(
     "echo_hook_failures_total",
     "Filter hooks that failed open (body returned as it could be), by filter, phase and reason.",
     ["filter", "phase", "reason"],
+)
+# Status events (DESIGN §9): logged and counted on every connection; only the Open WebUI Function,
+# which asks with `X-Echo-Events: 1`, also gets them back to show the user.
+STATUS_EVENTS = Counter(
+    "echo_status_events_total",
+    "Status events raised by filters or by the hook runner (a skipped or failed-closed hook), by filter,"
+    " phase and level (info|warning|error).",
+    ["filter", "phase", "level"],
 )
 SECRETS_MASKED = Counter(
     "echo_secrets_masked_total",

@@ -34,6 +34,7 @@ FILTER_IDS = ["echo_context", "echo_compression", "echo_memory"]
 GOOGLE_KEY = "AIza" + "SyB" + "x_-9" * 8  # 35 characters after "AIza", built at runtime
 MASKED_GOOGLE_KEY = "[CLÉ API GOOGLE MASQUÉE PAR SÉCURITÉ]"
 USER = {"id": "user-1", "email": "ada@example.com", "name": "Ada", "role": "user", "valves": {"x": 1}}
+HOOK_ANSWER = "application/vnd.echo.hook-answer+json"  # echo.hooks.wire.HOOK_ANSWER_MEDIA_TYPE
 
 
 @pytest.fixture(scope="module")
@@ -113,12 +114,38 @@ class StubEcho:
         payload = json.loads(await request.body())
         filter_id = request.path_params["filter_id"]
         self.calls.append(
-            {"path": request.url.path, "authorization": request.headers.get("authorization"), **payload}
+            {
+                "path": request.url.path,
+                "authorization": request.headers.get("authorization"),
+                "x-echo-events": request.headers.get("x-echo-events"),
+                **payload,
+            }
         )
         mode = self.mode if self.only in (None, filter_id) else "chain"
-        if mode == "chain":  # a well-behaved hook that leaves a trace, to check order and chaining
-            body = payload["body"]
-            return JSONResponse({**body, "hops": [*body.get("hops", []), filter_id]})
+        body = payload["body"]
+        chained = {**body, "hops": [*body.get("hops", []), filter_id]}
+        if mode == "chain":  # a well-behaved hook (of an ECHO that knows no events) that leaves a trace
+            return JSONResponse(chained)
+        if mode == "events":  # an ECHO that answers the body-and-events envelope
+            events = [{"description": f"{filter_id} did its part", "level": "info", "done": True}]
+            return JSONResponse({"body": chained, "events": events}, media_type=HOOK_ANSWER)
+        if mode == "odd_events":  # well-formed envelope, some events malformed, too many of them
+            odd: list[Any] = [
+                "text",
+                {"level": "info"},
+                {"description": "", "done": True},
+                {"description": "not done?", "done": "yes"},
+                {"description": f"{filter_id} kept"},  # done defaults to true
+                {"description": f"{filter_id} running", "level": "warning", "done": False, "extra": 1},
+            ]
+            odd += [{"description": f"{filter_id} flood {n}"} for n in range(10)]
+            return JSONResponse({"body": chained, "events": odd}, media_type=HOOK_ANSWER)
+        if mode == "bad_envelope":
+            return JSONResponse({"body": [chained], "events": []}, media_type=HOOK_ANSWER)
+        if mode == "envelope_without_events":
+            return JSONResponse({"body": chained}, media_type=HOOK_ANSWER)
+        if mode == "looks_like_envelope":  # a bare body (application/json) that has such keys
+            return JSONResponse({"body": {"x": 1}, "events": [{"description": "not an event"}]})
         if mode == "hang":  # until the client gives up (then the server can stop at once)
             for _ in range(400):
                 if await request.is_disconnected():
@@ -336,3 +363,130 @@ async def test_a_broken_emitter_does_not_fail_the_chat(function_module: ModuleTy
 
     echo_filter = make_filter(function_module, closed_port_url())
     assert await echo_filter.outlet(outlet_body(), __user__=USER, __event_emitter__=broken) == outlet_body()
+
+
+# -- status events from ECHO (X-Echo-Events) -----------------------------------------------------------
+
+
+def test_the_function_speaks_the_wire_constants_of_the_service(function_module: ModuleType) -> None:
+    from echo.hooks import wire  # the Function cannot import echo: its copies must match
+
+    assert function_module.EVENTS_HEADER == wire.EVENTS_HEADER
+    assert function_module.EVENTS_VERSION == wire.EVENTS_VERSION
+    assert function_module.HOOK_ANSWER_MEDIA_TYPE == wire.HOOK_ANSWER_MEDIA_TYPE == HOOK_ANSWER
+
+
+async def test_asks_for_events_and_still_works_with_an_echo_that_ignores_the_header(
+    function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer]
+) -> None:
+    stub, server = stub_server  # "chain": answers bare bodies as application/json, like an older ECHO
+    events = Events()
+    answer = await make_filter(function_module, server.url).inlet(
+        inlet_body(), __user__=USER, __event_emitter__=events
+    )
+    assert answer == {**inlet_body(), "hops": FILTER_IDS}
+    assert [call["x-echo-events"] for call in stub.calls] == ["1", "1", "1"]
+    assert events.seen == []
+
+
+@pytest.mark.parametrize("stub_server", [("events",)], indirect=True)
+@pytest.mark.parametrize("phase", ["inlet", "outlet"])
+async def test_events_are_emitted_in_order_and_only_the_body_is_returned(
+    function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer], phase: str
+) -> None:
+    stub, server = stub_server
+    body = inlet_body() if phase == "inlet" else outlet_body()
+    events = Events()
+    answer = await getattr(make_filter(function_module, server.url), phase)(
+        body, __user__=USER, __event_emitter__=events
+    )
+    assert answer == {**body, "hops": FILTER_IDS}
+    assert [call["body"].get("hops", []) for call in stub.calls] == [[], FILTER_IDS[:1], FILTER_IDS[:2]]
+    assert events.seen == [
+        {"type": "status", "data": {"description": f"{fid} did its part", "done": True}} for fid in FILTER_IDS
+    ]
+
+
+@pytest.mark.parametrize("stub_server", [("odd_events", "echo_memory")], indirect=True)
+async def test_malformed_events_are_skipped_and_a_flood_is_cut(
+    function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    _, server = stub_server
+    events = Events()
+    with caplog.at_level(logging.WARNING):
+        answer = await make_filter(function_module, server.url).outlet(
+            outlet_body(), __user__=USER, __event_emitter__=events
+        )
+    assert answer == {**outlet_body(), "hops": FILTER_IDS}  # the body is never lost to a bad event
+    shown = [(event["data"]["description"], event["data"]["done"]) for event in events.seen]
+    assert shown == [
+        ("echo_memory kept", True),
+        ("echo_memory running", False),
+        *[(f"echo_memory flood {n}", True) for n in range(4)],  # the first 10 entries, 6 of them shown
+    ]
+    assert all(
+        set(event) == {"type", "data"} and set(event["data"]) == {"description", "done"}
+        for event in events.seen
+    )
+    assert "malformed status event" in caplog.text
+    assert "16 status events; only the first 10 were read" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "stub_server",
+    [("bad_envelope", "echo_compression"), ("envelope_without_events", "echo_compression")],
+    indirect=True,
+)
+async def test_a_malformed_envelope_fails_open_for_that_hook(
+    function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer]
+) -> None:
+    _, server = stub_server
+    events = Events()
+    answer = await make_filter(function_module, server.url).inlet(
+        inlet_body(), __user__=USER, __event_emitter__=events
+    )
+    assert answer["hops"] == ["echo_context", "echo_memory"]
+    assert "echo_compression answered a malformed body-and-events envelope" in events.only_status()
+
+
+@pytest.mark.parametrize("stub_server", [("looks_like_envelope", "echo_memory")], indirect=True)
+async def test_a_bare_body_is_never_taken_for_an_envelope(
+    function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer]
+) -> None:
+    _, server = stub_server
+    events = Events()
+    answer = await make_filter(function_module, server.url).inlet(
+        inlet_body(), __user__=USER, __event_emitter__=events
+    )
+    assert answer == {"body": {"x": 1}, "events": [{"description": "not an event"}]}  # as answered
+    assert events.seen == []
+
+
+@pytest.mark.parametrize("stub_server", [("events",)], indirect=True)
+async def test_a_broken_emitter_of_echo_events_does_not_cost_the_body(
+    function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer]
+) -> None:
+    _, server = stub_server
+    calls = 0
+
+    async def broken(event: dict[str, Any]) -> None:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("websocket gone")
+
+    answer = await make_filter(function_module, server.url).outlet(
+        outlet_body(), __user__=USER, __event_emitter__=broken
+    )
+    assert answer == {**outlet_body(), "hops": FILTER_IDS}
+    assert calls == 3  # each event tried, none fatal
+
+
+async def test_the_real_app_answers_the_envelope_when_asked(
+    function_module: ModuleType, hooks_server: LiveServer
+) -> None:
+    echo_filter = make_filter(function_module, hooks_server.url, ECHO_API_KEY=API_KEY)
+    events = Events()
+    answer = await echo_filter.outlet(outlet_body(), __user__=USER, __event_emitter__=events)
+    assert answer["messages"][1]["content"] == f"the key is {MASKED_GOOGLE_KEY}."
+    assert set(answer) == set(outlet_body())  # the envelope stayed in the Function
+    assert events.seen == []  # the built-in filters raise no events when all goes well

@@ -366,3 +366,33 @@ def _hook_failures(http: httpx.Client, phase: str) -> float:
         if line.startswith(series):
             return float(line.removeprefix(series))
     return 0.0
+
+
+# -- status events (DESIGN §9) ---------------------------------------------------------------------------
+
+
+def test_status_events_are_sent_only_to_a_caller_that_asks(client: httpx.Client) -> None:
+    body = chat_body()
+    plain = client.post("/echo_context/filter/outlet", json={"body": body})
+    assert plain.headers["content-type"] == "application/json"
+    assert plain.headers["vary"] == "X-Echo-Events"
+    asked = client.post("/v1/echo_context/filter/outlet", json={"body": body}, headers={"X-Echo-Events": "1"})
+    assert asked.status_code == 200
+    assert asked.headers["content-type"] == "application/vnd.echo.hook-answer+json"
+    assert asked.json() == {"body": plain.json(), "events": []}  # masked, and nothing went wrong
+
+
+def test_a_failing_filter_raises_a_status_event_counted_in_metrics(
+    settings: Settings, auth: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(passthrough, "MemoryFilter", _Exploding)
+    with LiveServer(create_app(settings)) as server, httpx.Client(base_url=server.url, headers=auth) as http:
+        body = chat_body()
+        asked = http.post("/echo_memory/filter/inlet", json={"body": body}, headers={"X-Echo-Events": "1"})
+        assert asked.json() == {
+            "body": body,
+            "events": [{"description": "ECHO memory skipped: failed", "level": "warning", "done": True}],
+        }
+        assert http.post("/echo_memory/filter/inlet", json={"body": body}).json() == body  # Pipelines
+        metrics = http.get("/metrics").text
+    assert 'echo_status_events_total{filter="echo_memory",level="warning",phase="inlet"}' in metrics

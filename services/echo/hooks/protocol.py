@@ -1,4 +1,8 @@
-"""Pipelines protocol routes: `/models`, filter inlet/outlet, valves (served on `/` and `/v1`)."""
+"""Pipelines protocol routes: `/models`, filter inlet/outlet, valves (served on `/` and `/v1`).
+
+A filter hook answers the new body, as Open WebUI expects; a caller that sends `X-Echo-Events: 1` (the
+Open WebUI Function) gets the body and its status events instead (`wire.render_hook_answer`).
+"""
 
 from __future__ import annotations
 
@@ -141,7 +145,12 @@ def build_protocol_router(
         )
         parent = propagate.extract(request.headers)
         answer = await runner.run_hook(flt, body, ctx, trace_parent=parent)
-        return Response(answer, media_type="application/json")
+        vary = {"Vary": wire.EVENTS_HEADER}
+        if wire.wants_events(request.headers):  # the Function shim: body and status events
+            enveloped = wire.render_hook_answer(answer, ctx.events)
+            return Response(enveloped, media_type=wire.HOOK_ANSWER_MEDIA_TYPE, headers=vary)
+        # Open WebUI over Pipelines: the bare body (the runner logged and counted the events).
+        return Response(answer, media_type="application/json", headers=vary)
 
     @router.get("/{filter_id}/valves")
     async def get_valves(filter_id: str) -> dict[str, Any]:

@@ -9,24 +9,31 @@ TypedDicts, checked without building objects (a pydantic model per message cost 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Annotated, Any, NotRequired
 
 from fastapi import HTTPException, Request
 from pydantic import Field, TypeAdapter, ValidationError
 from typing_extensions import TypedDict  # pydantic needs this TypedDict before Python 3.12
 
+from echo.filters import events as events_module
+
 __all__ = [
     "CHAT_REQUEST",
+    "EVENTS_HEADER",
+    "EVENTS_VERSION",
     "FILTER_REQUEST",
+    "HOOK_ANSWER_MEDIA_TYPE",
     "ChatRequest",
     "FilterRequest",
     "WireMessage",
     "read_json",
+    "render_hook_answer",
     "render_json",
     "too_deep",
     "unprocessable",
     "validate",
+    "wants_events",
 ]
 
 
@@ -192,3 +199,23 @@ def render_json(value: Any) -> bytes:
         return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
     except UnicodeEncodeError:
         return json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+
+
+# Status events beside the body (DESIGN §9). A caller that can show them (the Open WebUI Function)
+# sends `X-Echo-Events: 1`; the answer is then `{"body": <new body>, "events": [...]}` with its own
+# media type, so the caller tells it from a bare body by the Content-Type alone (an older service,
+# which ignores the header, answers `application/json`). Open WebUI's Pipelines calls never send the
+# header: their answer stays the bare body, since any other top-level key would reach the model.
+EVENTS_HEADER = "X-Echo-Events"
+EVENTS_VERSION = "1"
+HOOK_ANSWER_MEDIA_TYPE = "application/vnd.echo.hook-answer+json"
+
+
+def wants_events(headers: Mapping[str, str]) -> bool:
+    """Whether the request asked for the body-and-events answer (a version this service speaks)."""
+    return headers.get(EVENTS_HEADER, "").strip() == EVENTS_VERSION
+
+
+def render_hook_answer(body: bytes, events: Iterable[events_module.StatusEvent]) -> bytes:
+    """`{"body": <body>, "events": [...]}` around a body already rendered by `render_json`."""
+    return b'{"body":' + body + b',"events":' + render_json([event.to_wire() for event in events]) + b"}"
