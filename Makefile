@@ -95,3 +95,12 @@ openwebui-venv:
 
 openwebui-live: install openwebui-venv
 	$(BIN)/python e2e/openwebui_live.py
+
+# A real kube-apiserver v1.20.2 (built once from Debian's source package, cached under ~/.cache) and
+# etcd, for the operator's real-server tier (tests/kube; it skips, saying how to build, without them).
+.PHONY: kube-apiserver test-kube
+kube-apiserver:
+	scripts/kube-apiserver.sh build
+
+test-kube: install kube-apiserver
+	$(BIN)/pytest tests/kube

@@ -6,19 +6,40 @@ kubeconfig), so any kind is one path away and nothing depends on typed models.
 Server-side apply uses the field manager `echo-operator` with `force`. A server that answers 404
 to an apply of a missing object (the test emulator; a real API server creates it) gets a POST
 instead, and a POST that meets 409 (created meanwhile) is applied again.
+
+Children are rendered for current Kubernetes; `for_cluster` maps them onto an older server, as
+Helm charts do with `.Capabilities`: a PodDisruptionBudget goes out as policy/v1beta1 before 1.21
+and an HPA as autoscaling/v2beta2 before 1.23 (same fields for what the operator renders), and a
+StatefulSet without its PVC retention policy before 1.23 (there, a server-side apply naming it is
+a 500 "field not declared in schema").
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
-__all__ = ["CHILD_KINDS", "FIELD_MANAGER", "OPTIONAL_APIS", "ApiError", "ChildRejected", "Kube", "path"]
+__all__ = [
+    "CHILD_KINDS",
+    "FIELD_MANAGER",
+    "OLDER_APIS",
+    "OPTIONAL_APIS",
+    "PVC_RETENTION_MINOR",
+    "ApiError",
+    "ChildRejected",
+    "Cluster",
+    "Kube",
+    "for_cluster",
+    "path",
+    "served_version",
+]
 
 FIELD_MANAGER = "echo-operator"
 PLURALS: dict[tuple[str, str], str] = {
@@ -28,16 +49,27 @@ PLURALS: dict[tuple[str, str], str] = {
     ("apps/v1", "Deployment"): "deployments",
     ("apps/v1", "StatefulSet"): "statefulsets",
     ("policy/v1", "PodDisruptionBudget"): "poddisruptionbudgets",
+    ("policy/v1beta1", "PodDisruptionBudget"): "poddisruptionbudgets",
     ("autoscaling/v2", "HorizontalPodAutoscaler"): "horizontalpodautoscalers",
+    ("autoscaling/v2beta2", "HorizontalPodAutoscaler"): "horizontalpodautoscalers",
     ("networking.k8s.io/v1", "NetworkPolicy"): "networkpolicies",
     ("monitoring.coreos.com/v1", "ServiceMonitor"): "servicemonitors",
     ("keda.sh/v1alpha1", "ScaledObject"): "scaledobjects",
     ("echo.dev/v1alpha1", "EchoDeployment"): "echodeployments",
 }
-CHILD_KINDS = tuple(key for key in PLURALS if key[1] != "EchoDeployment")
-"""Every (apiVersion, kind) the operator may create, so every kind pruning looks at."""
+OLDER_APIS = {"policy/v1": "policy/v1beta1", "autoscaling/v2": "autoscaling/v2beta2"}
+"""API -> what a server from before its GA serves instead (policy/v1: 1.21, autoscaling/v2: 1.23)."""
+CHILD_KINDS = tuple(
+    key for key in PLURALS if key[1] != "EchoDeployment" and key[0] not in OLDER_APIS.values()
+)
+"""Every (apiVersion, kind) the operator renders, so every kind pruning looks at (then mapped by
+`served_version`)."""
 OPTIONAL_APIS = frozenset({"monitoring.coreos.com/v1", "keda.sh/v1alpha1"})
 """APIs of add-ons (Prometheus Operator, KEDA) that a cluster may lack."""
+DISCOVERED_APIS = OPTIONAL_APIS | OLDER_APIS.keys() | frozenset(OLDER_APIS.values())
+"""The APIs whose presence the operator asks the server about; every other one is always served."""
+PVC_RETENTION_MINOR = 23
+"""StatefulSet.spec.persistentVolumeClaimRetentionPolicy is in the API from Kubernetes 1.23."""
 _OBJECT = {200: "object", 201: "object", 202: "object"}
 
 
@@ -78,6 +110,39 @@ def path(api_version: str, kind: str, namespace: str | None, name: str | None = 
     if sub:
         parts.append(sub)
     return "/".join(parts)
+
+
+def served_version(api_version: str, served: Collection[str]) -> str | None:
+    """The API version to write a child of `api_version` as on a server that serves `served` (of
+    DISCOVERED_APIS): itself, the older version that server has instead, or None (not served)."""
+    if api_version not in DISCOVERED_APIS or api_version in served:
+        return api_version
+    older = OLDER_APIS.get(api_version)
+    return older if older is not None and older in served else None
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What the API server offers, as far as writing children for it goes."""
+
+    apis: frozenset[str]
+    """The APIs of DISCOVERED_APIS it serves."""
+    minor: int
+    """Kubernetes 1.<minor>, from its /version."""
+
+
+def for_cluster(manifest: Mapping[str, Any], cluster: Cluster) -> dict[str, Any] | None:
+    """`manifest` as `cluster` takes it (see the module doc), or None when its API is not served."""
+    api_version = served_version(manifest["apiVersion"], cluster.apis)
+    if api_version is None:
+        return None
+    out = {**manifest, "apiVersion": api_version}
+    if manifest["kind"] == "StatefulSet" and cluster.minor < PVC_RETENTION_MINOR:
+        spec = manifest["spec"]
+        out["spec"] = {
+            key: value for key, value in spec.items() if key != "persistentVolumeClaimRetentionPolicy"
+        }
+    return out
 
 
 def _where(manifest: Mapping[str, Any]) -> tuple[str, str, str | None, str]:
@@ -189,18 +254,36 @@ class Kube:
         return True
 
     async def patch_status(
-        self, api_version: str, kind: str, namespace: str | None, name: str, status: Mapping[str, Any]
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        status: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
+        """Merge-patch the status; with `resource_version`, only if the object is still at that
+        version (else an ApiError 409, as for any update carrying metadata.resourceVersion)."""
         url = path(api_version, kind, namespace, name, "status")
-        body = {"status": dict(status)}
+        body: dict[str, Any] = {"status": dict(status)}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
         return await self._call("PATCH", url, body=body, content_type="application/merge-patch+json")
 
-    async def has_api(self, api_version: str) -> bool:
-        """Whether the server serves `group/version` (e.g. the Prometheus Operator's CRDs)."""
-        try:
-            await self._call("GET", f"/apis/{api_version}")
-        except ApiError as error:
-            if error.status == 404:
-                return False
-            raise
-        return True
+    async def served_apis(self) -> frozenset[str]:
+        """Every `group/version` the server serves (discovery, one request), plus the core `v1`."""
+        answer = await self._call("GET", "/apis")
+        groups = (answer or {}).get("groups") or []
+        versions = (
+            version.get("groupVersion") for group in groups for version in group.get("versions") or []
+        )
+        return frozenset({"v1", *(v for v in versions if isinstance(v, str))})
+
+    async def server_minor(self) -> int:
+        """The minor version of the server's Kubernetes (its /version; "27+" on some clouds is 27)."""
+        answer = await self._call("GET", "/version")
+        found = re.match(r"\d+", str((answer or {}).get("minor") or ""))
+        if found is None:
+            raise ApiError(0, "unreadable /version", "GET", "/version", str(answer))
+        return int(found.group())

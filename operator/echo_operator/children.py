@@ -15,7 +15,8 @@ from echo_operator import tenant as tenant_module
 from echo_operator.tenant import Tenant
 
 __all__ = [
-    "available_apis",
+    "STATUS_ATTEMPTS",
+    "cluster_of",
     "ensure_api_key",
     "now",
     "observe_tenant",
@@ -33,9 +34,9 @@ def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-async def available_apis(kube: apply.Kube) -> frozenset[str]:
-    """The optional add-on APIs (Prometheus Operator, KEDA) this cluster serves."""
-    return frozenset([api for api in sorted(apply.OPTIONAL_APIS) if await kube.has_api(api)])
+async def cluster_of(kube: apply.Kube) -> apply.Cluster:
+    """The add-on APIs and API versions this cluster serves, and its Kubernetes minor version."""
+    return apply.Cluster(await kube.served_apis() & apply.DISCOVERED_APIS, await kube.server_minor())
 
 
 async def ensure_api_key(kube: apply.Kube, tenant: Tenant, owner: Mapping[str, Any]) -> Identity:
@@ -65,8 +66,9 @@ async def prune(
     keep, apis = set(keep), set(apis)
     labels = {tenant_module.INSTANCE: name, tenant_module.MANAGED_BY: tenant_module.OPERATOR}
     deleted = []
-    for api_version, kind in apply.CHILD_KINDS:
-        if api_version in apply.OPTIONAL_APIS and api_version not in apis:
+    for newest, kind in apply.CHILD_KINDS:
+        api_version = apply.served_version(newest, apis)
+        if api_version is None:
             continue
         for obj in await kube.list(api_version, kind, namespace, labels):
             identity = (api_version, kind, obj["metadata"]["name"])
@@ -87,16 +89,20 @@ async def sync(
     logger: Any,
 ) -> list[Identity]:
     """Apply every child the spec wants (adopted by `owner`), prune the rest; return the pruned."""
-    apis = await available_apis(kube)
+    cluster = await cluster_of(kube)
     manifests = []
     for manifest in render.render_tenant(tenant, dashboards=dashboards):
-        if manifest["apiVersion"] in apply.OPTIONAL_APIS and manifest["apiVersion"] not in apis:
-            logger.warning(
-                f"{manifest['kind']} {manifest['metadata']['name']} skipped: "
-                f"{manifest['apiVersion']} is not served by this cluster"
-            )
+        what = f"{manifest['kind']} {manifest['metadata']['name']}"
+        adapted = apply.for_cluster(manifest, cluster)
+        if adapted is None:
+            logger.warning(f"{what} skipped: {manifest['apiVersion']} is not served by this cluster")
             continue
-        manifests.append(manifest)
+        if _loses_pvc_deletion(manifest, adapted):
+            logger.warning(
+                f"{what}: retainOnDelete false is not enforced: Kubernetes 1.{cluster.minor} has no PVC "
+                f"retention policy (1.{apply.PVC_RETENTION_MINOR}+), its PVCs stay when the tenant goes"
+            )
+        manifests.append(adapted)
     keep = {render.identity(m) for m in manifests}
     if tenant.spec.hooks.api_key_secret_ref is None:
         keep.add(await ensure_api_key(kube, tenant, owner))
@@ -109,7 +115,14 @@ async def sync(
                 raise
             what = f"{manifest['kind']} {manifest['metadata']['name']}"
             raise apply.ChildRejected(f"{what} was refused: {error.message or error}") from error
-    return await prune(kube, tenant.namespace, tenant.name, keep, apis)
+    return await prune(kube, tenant.namespace, tenant.name, keep, cluster.apis)
+
+
+def _loses_pvc_deletion(rendered: Mapping[str, Any], adapted: Mapping[str, Any]) -> bool:
+    """Whether adapting a StatefulSet to an older server dropped a wish to delete its PVCs."""
+    field = "persistentVolumeClaimRetentionPolicy"
+    retention = (rendered.get("spec") or {}).get(field) or {}
+    return retention.get("whenDeleted") == "Delete" and field not in (adapted.get("spec") or {})
 
 
 async def observe_tenant(kube: apply.Kube, tenant: Tenant) -> dict[str, status.Observation]:
@@ -124,8 +137,31 @@ async def observe_tenant(kube: apply.Kube, tenant: Tenant) -> dict[str, status.O
     return out
 
 
-async def refresh_status(kube: apply.Kube, namespace: str, name: str) -> bool:
-    """Recompute an EchoDeployment's status from its children; patch it if it changed."""
+STATUS_ATTEMPTS = 5
+"""Reads and writes of one status refresh before a run of conflicts is left to the next event
+(client-go's RetryOnConflict makes 5 too)."""
+
+
+async def refresh_status(
+    kube: apply.Kube, namespace: str, name: str, *, attempts: int = STATUS_ATTEMPTS
+) -> bool:
+    """Recompute an EchoDeployment's status from its children; patch it if it changed.
+
+    The patch carries the resourceVersion of the read it was computed from: a write from a stale
+    read (the spec turned invalid and the reconcile handler wrote InvalidSpec meanwhile, and kopf
+    never retries that) is a 409 instead of a lost update, and is recomputed from a fresh read.
+    The last attempt's 409 is raised.
+    """
+    for _ in range(attempts - 1):
+        try:
+            return await _refresh_once(kube, namespace, name)
+        except apply.ApiError as error:
+            if error.status != 409:
+                raise
+    return await _refresh_once(kube, namespace, name)
+
+
+async def _refresh_once(kube: apply.Kube, namespace: str, name: str) -> bool:
     owner = await kube.get(OWNER_API, OWNER_KIND, namespace, name)
     if owner is None or (owner.get("metadata") or {}).get("deletionTimestamp"):
         return False
@@ -145,7 +181,8 @@ async def refresh_status(kube: apply.Kube, namespace: str, name: str) -> bool:
     new = status.keep_blocked_ready(new, previous)
     if all(old.get(key) == value for key, value in new.items()):
         return False
-    await kube.patch_status(OWNER_API, OWNER_KIND, namespace, name, new)
+    version = owner["metadata"].get("resourceVersion")
+    await kube.patch_status(OWNER_API, OWNER_KIND, namespace, name, new, resource_version=version)
     return True
 
 

@@ -93,7 +93,7 @@ async def delete(name: str, namespace: str, memo: kopf.Memo, logger: Any, **_: A
     """Delete every labelled child now (garbage collection would too, later); PVCs follow retainOnDelete."""
     with metrics.observe("delete"):
         kube: apply.Kube = memo.kube
-        gone = await children.prune(kube, namespace, name, (), await children.available_apis(kube))
+        gone = await children.prune(kube, namespace, name, (), (await children.cluster_of(kube)).apis)
         logger.info(f"deleted {len(gone)} children")
 
 

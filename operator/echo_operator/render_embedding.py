@@ -36,7 +36,9 @@ def _resources(tenant: Tenant) -> Manifest:
     embedding = tenant.spec.embedding
     out = pods.resources(embedding.resources, DEFAULT_RESOURCES)
     if embedding.gpu.count > 0:
-        out = {**out, "limits": {**out.get("limits", {}), embedding.gpu.resource_name: embedding.gpu.count}}
+        # a quantity is a string on the wire: a 1.20 server-side apply refuses a bare integer
+        gpus = str(embedding.gpu.count)
+        out = {**out, "limits": {**out.get("limits", {}), embedding.gpu.resource_name: gpus}}
     return out
 
 

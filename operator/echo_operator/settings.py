@@ -38,14 +38,28 @@ class OperatorConfig:
     """Retry delay after an unexpected error (API outage, conflict); kopf's default 60 s is slow."""
     request_timeout: float = 60.0
     """Timeout of one API request (s); apply and list calls answer in well under a second."""
-    watch_server_timeout: float = 300.0
-    """The API server ends each watch after this long and kopf reconnects: no silently dead stream."""
+    watch_server_timeout: int = 300
+    """The API server ends each watch after this long and kopf reconnects: no silently dead stream.
+    Whole seconds: kopf sends it as `timeoutSeconds`, which the API server parses as an integer."""
     watch_client_timeout: float = 330.0
     """Client-side watch timeout, a little above the server's so the server closes first."""
     watch_connect_timeout: float = 30.0
     """Connect timeout of a watch request."""
     dashboards: Mapping[str, str] = field(default_factory=dict)
     """Grafana dashboards (file name -> JSON) rendered for tenants with monitoring.dashboards."""
+
+    def __post_init__(self) -> None:
+        server = self.watch_server_timeout
+        # bool is an int, and 300.0 would go out as "300.0": both are refused, not converted.
+        if type(server) is not int or server <= 0:
+            raise ValueError(
+                f"watch_server_timeout must be a positive whole number of seconds, not {server!r}"
+            )
+        if self.watch_client_timeout <= server:
+            raise ValueError(
+                f"watch_client_timeout ({self.watch_client_timeout}) must exceed watch_server_timeout "
+                f"({server}) so that the server ends each watch first"
+            )
 
 
 def configure(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
@@ -56,6 +70,7 @@ def configure(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
         prefix=config.storage_prefix, key="last-handled-configuration"
     )
     settings.posting.level = config.posting_level
+    settings.posting.loggers = True  # kopf >= 1.45 posts no log message as an Event unless told to
     settings.execution.default_backoff = config.backoff
     settings.networking.request_timeout = config.request_timeout
     settings.watching.server_timeout = config.watch_server_timeout

@@ -48,6 +48,7 @@ IMAGES = [
 ]
 SHELL_SCRIPTS = [
     ROOT / "scripts" / "helm-tools.sh",
+    ROOT / "scripts" / "kube-apiserver.sh",
     ROOT / "services" / "embedding" / "serve.sh",
     ROOT / "e2e" / "run.sh",
 ]

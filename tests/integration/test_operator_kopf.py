@@ -8,6 +8,7 @@ started, pytest's included); the test's loop serves the emulator, so tests only 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -189,7 +190,7 @@ async def test_create_renders_adopted_children_and_status(
     assert names(emulator, "v1/configmaps") == {"acme-valves", "acme-model-thresholds"}
     assert names(emulator, "v1/secrets") == {"acme-api-key"}
     assert names(emulator, "policy/v1/poddisruptionbudgets") == {"acme-hooks"}
-    assert names(emulator, "autoscaling/v2/horizontalpodautoscalers") == {"acme-distiller"}
+    assert names(emulator, "autoscaling/v2/horizontalpodautoscalers") == set()  # KEDA by default, absent here
     assert names(emulator, "networking.k8s.io/v1/networkpolicies") == {"acme-tenant", "acme-hooks-ingress"}
 
     uid = body["metadata"]["uid"]
@@ -259,7 +260,7 @@ async def test_removed_sections_prune_their_children(
         },
     )
     await reconciled(emulator, generation=2)
-    assert names(emulator, "autoscaling/v2/horizontalpodautoscalers") == {"acme-distiller"}
+    assert names(emulator, "autoscaling/v2/horizontalpodautoscalers") == set()
     assert names(emulator, "apps/v1/statefulsets") == set()
     assert "acme-qdrant" not in names(emulator, "v1/services")
     assert names(emulator, "v1/configmaps") == {"acme-model-thresholds"}
@@ -402,3 +403,119 @@ async def test_a_refused_child_is_reported_not_retried(
     await asyncio.sleep(1.0)  # backoff is 0.3 s: a retried handler would have applied it again
     assert emulator.faults[0].times == remaining
     assert ready_condition(emulator)["reason"] == "ChildRejected"  # type: ignore[index]
+
+
+def status_refreshes() -> float:
+    return (
+        metrics.REGISTRY.get_sample_value("echo_operator_reconcile_seconds_count", {"handler": "status"})
+        or 0.0
+    )
+
+
+async def quiet(within: float = 10.0) -> None:
+    """Wait until no child-event status refresh has finished for 0.5 s."""
+    deadline = asyncio.get_running_loop().time() + within
+    seen = status_refreshes()
+    while True:
+        await asyncio.sleep(0.5)
+        now = status_refreshes()
+        if now == seen:
+            return
+        assert asyncio.get_running_loop().time() < deadline, "status refreshes never settled"
+        seen = now
+
+
+async def test_a_stale_status_refresh_cannot_clear_invalid_spec(
+    emulator: KubeEmulator, operator: OperatorThread
+) -> None:
+    """A child event's refresh reads the EchoDeployment; before it writes, the spec turns invalid and
+    kopf reports InvalidSpec (then never retries). The refresh's write from its stale read must lose
+    (409 on its resourceVersion), and its fresh read must leave the InvalidSpec alone."""
+    await create(emulator, BASE)
+    await reconciled(emulator)
+    await make_ready(emulator)
+    await eventually(lambda: (c := ready_condition(emulator)) and c["status"] == "True", what="Ready")
+    await quiet()
+    after_hook: list[int] = []
+
+    async def invalidate_meanwhile(_: Any) -> None:
+        await patch_spec(emulator, {"llm": {"provider": "gemini"}})  # no apiKeySecretRef: invalid
+        await eventually(
+            lambda: (c := ready_condition(emulator)) and c["reason"] == "InvalidSpec", what="InvalidSpec"
+        )
+        after_hook.append(len(emulator.answers))
+
+    emulator.after_next("GET", f"{CRS}/acme", invalidate_meanwhile)
+    hooks_status = f"/apis/apps/v1/namespaces/{NS}/deployments/acme-hooks/status"
+    response = await emulator.patch(hooks_status, json={"status": {"readyReplicas": 1}})  # a child event
+    assert response.status == 200
+
+    def refresh_done() -> bool:
+        if not after_hook:
+            return False
+        later = emulator.answers[after_hook[0] :]
+        reread = any(m == "GET" and p.endswith(f"{CRS}/acme") for m, p, _ in later)
+        return reread or (ready_condition(emulator) or {}).get("reason") != "InvalidSpec"
+
+    await eventually(refresh_done, what="the stale refresh to write")
+    ready = ready_condition(emulator)
+    assert ready is not None
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec"), ready
+    later = emulator.answers[after_hook[0] :]
+    assert ("PATCH", f"{CRS}/acme/status", 409) in later
+
+
+CPU_ONLY: dict[str, Any] = {"embedding": {"gpu": {"count": 0}}}
+
+
+async def test_a_kubernetes_1_20_server_gets_the_older_pdb_and_hpa_versions(
+    emulator: KubeEmulator, operator: OperatorThread
+) -> None:
+    emulator.serve_kubernetes_1_20()
+    spec = {**BASE, **CPU_ONLY, "hooks": {"autoscaling": {"enabled": True}}, "distiller": {"keda": False}}
+    await create(emulator, spec)
+    await reconciled(emulator)
+    assert names(emulator, "policy/v1beta1/poddisruptionbudgets") == {"acme-hooks"}
+    hpas = names(emulator, "autoscaling/v2beta2/horizontalpodautoscalers")
+    assert hpas == {"acme-hooks", "acme-distiller"}
+    assert not any(
+        key[0].version in ("v1", "v2") and key[0].group in ("policy", "autoscaling")
+        for key in emulator.objects
+    )
+    qdrant = emulator.get("apps/v1/statefulsets", NS, "acme-qdrant")
+    assert qdrant is not None
+    assert "persistentVolumeClaimRetentionPolicy" not in qdrant["spec"]  # 1.20 refuses to apply it
+
+    await patch_spec(emulator, {"hooks": {"autoscaling": None, "podDisruptionBudget": {"enabled": False}}})
+    await reconciled(emulator, generation=2)  # pruning lists the versions this server has
+    assert names(emulator, "policy/v1beta1/poddisruptionbudgets") == set()
+    assert names(emulator, "autoscaling/v2beta2/horizontalpodautoscalers") == {"acme-distiller"}
+
+
+async def test_a_gpu_tenant_on_kubernetes_1_20(emulator: KubeEmulator, operator: OperatorThread) -> None:
+    emulator.serve_kubernetes_1_20()
+    await create(emulator, BASE)  # the default embedding asks for one GPU
+    await reconciled(emulator)
+    assert "acme-embedding" in names(emulator, "apps/v1/deployments")
+
+
+async def test_watches_the_server_ends_are_reopened_without_losing_events(
+    emulator: KubeEmulator, config: OperatorConfig
+) -> None:
+    """As a real server, the emulator ends each watch after its timeoutSeconds (an integer)."""
+    short = dataclasses.replace(config, watch_server_timeout=1, watch_client_timeout=10.0)
+    running = OperatorThread(short)
+    await running.start()
+    try:
+        await create(emulator, BASE)
+        await reconciled(emulator)
+        await asyncio.sleep(1.5)  # every watch has been ended by the server once
+        await patch_spec(emulator, {"logLevel": "DEBUG"})
+        await reconciled(emulator, generation=2)
+    finally:
+        await running.stop()
+    watches = [
+        r for r in emulator if r.url.path.endswith("/echodeployments") and r.params.get("watch") == "true"
+    ]
+    assert len(watches) >= 2
+    assert {r.params.get("timeoutSeconds") for r in watches} == {"1"}

@@ -348,7 +348,7 @@ def test_embedding_on_gpu_by_default() -> None:
     main, pod = container(embedding), embedding["spec"]["template"]["spec"]
     assert main["image"] == "ghcr.io/echo-k8s/echo-embedding:0.1.0"
     assert main["args"] == ["v2", "--model-id", "BAAI/bge-m3", "--port", "7997", "--device", "cuda"]
-    assert main["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert main["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert main["startupProbe"]["httpGet"]["path"] == "/health"
     assert main["startupProbe"]["periodSeconds"] * main["startupProbe"]["failureThreshold"] == 900
@@ -381,7 +381,7 @@ def test_embedding_gpu_scheduling_options() -> None:
     )
     embedding = find(manifests, "Deployment", "acme-embedding")
     pod, main = embedding["spec"]["template"]["spec"], container(embedding)
-    assert main["resources"]["limits"]["amd.com/gpu"] == 2
+    assert main["resources"]["limits"]["amd.com/gpu"] == "2"
     assert "nvidia.com/gpu" not in main["resources"]["limits"]
     assert pod["nodeSelector"] == {"pool": "gpu"}
     assert pod["tolerations"] == [

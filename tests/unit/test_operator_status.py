@@ -146,8 +146,22 @@ def test_configure_puts_kopf_state_in_annotations() -> None:
     assert kopf_settings.persistence.progress_storage.prefix == "echo.dev"
     assert kopf_settings.execution.default_backoff == 3.0
     assert kopf_settings.posting.level == logging.WARNING
-    assert kopf_settings.watching.server_timeout == 300.0
+    assert kopf_settings.posting.loggers  # else posting_level posts nothing
+    assert kopf_settings.watching.server_timeout == 300
     assert kopf_settings.watching.client_timeout == 330.0
+
+
+def test_watch_server_timeout_is_whole_seconds() -> None:
+    """kopf sends str(server_timeout) as timeoutSeconds, which a real API server parses with ParseInt
+    ("300.0" is a 400 there): the setting is an int, and a bad one is refused at construction."""
+    kopf_settings = kopf.OperatorSettings()
+    settings.configure(kopf_settings, settings.OperatorConfig())
+    assert str(kopf_settings.watching.server_timeout) == "300"
+    for bad in (300.0, 2.5, 0, -1, True):
+        with pytest.raises(ValueError, match="watch_server_timeout"):
+            settings.OperatorConfig(watch_server_timeout=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="watch_client_timeout"):
+        settings.OperatorConfig(watch_server_timeout=60, watch_client_timeout=30.0)
 
 
 def test_load_dashboards(tmp_path: Path) -> None:

@@ -1,0 +1,80 @@
+"""A real kube-apiserver v1.20.2 + etcd for the `kube` tier (scripts/kube-apiserver.sh).
+
+The binaries are built once into a cache (`scripts/kube-apiserver.sh build`, ~5 min of CPU); where
+they are absent every test that needs them is skipped with the command that builds them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "kube-apiserver.sh"
+CRD_FILE = ROOT / "crds" / "echo.dev_echodeployments.yaml"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "kube: needs the real kube-apiserver that scripts/kube-apiserver.sh builds"
+    )
+
+
+@dataclass(frozen=True)
+class RealApiServer:
+    url: str
+    token: str
+    kubeconfig: Path
+    state: Path
+
+
+def built() -> bool:
+    return subprocess.run([str(SCRIPT), "path"], capture_output=True, check=False).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def real_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealApiServer]:
+    """etcd + kube-apiserver on free loopback ports for the whole session, stopped by PID after it."""
+    if not built():
+        pytest.skip(
+            f"no cached kube-apiserver: run `{SCRIPT.relative_to(SCRIPT.parents[1])} build` (~5 min, once)"
+        )
+    state = tmp_path_factory.mktemp("kube-apiserver")
+    started = subprocess.run(
+        [str(SCRIPT), "start", str(state)], capture_output=True, text=True, timeout=90, check=False
+    )
+    try:
+        assert started.returncode == 0, started.stderr + _tail(state / "apiserver.log")
+        env = dict(line.split("=", 1) for line in (state / "env").read_text().split())
+        yield RealApiServer(env["KUBE_APISERVER_URL"], env["KUBE_TOKEN"], state / "kubeconfig", state)
+    finally:
+        subprocess.run([str(SCRIPT), "stop", str(state)], capture_output=True, timeout=30, check=False)
+
+
+def _tail(path: Path, chars: int = 3000) -> str:
+    return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+
+@pytest.fixture(scope="session")
+def echo_crd(real_apiserver: RealApiServer) -> RealApiServer:
+    """The real server with the EchoDeployment CRD applied as shipped, and Established."""
+    crd = yaml.safe_load(CRD_FILE.read_text(encoding="utf-8"))
+    headers = {"Authorization": f"Bearer {real_apiserver.token}"}
+    with httpx.Client(base_url=real_apiserver.url, headers=headers, verify=False, timeout=10) as client:
+        answer = client.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd)
+        assert answer.status_code in (201, 409), answer.text
+        url = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+        deadline = time.monotonic() + 20
+        while True:
+            conditions = (client.get(url).json().get("status") or {}).get("conditions") or []
+            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                return real_apiserver
+            assert time.monotonic() < deadline, f"CRD not Established: {conditions}"
+            time.sleep(0.2)
