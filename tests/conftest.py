@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from fakes.live_server import LiveServer
+from fakes.shared_data import API_KEY
 
 from echo.config.settings import Settings
 from echo.hooks import create_app
 from echo.store import testing as store_testing
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-FIXTURES = SHARED / "fixtures" / "owui-0.12.4"
-API_KEY = "test-key-0123456789"
-
-
-def load_fixture(name: str) -> dict[str, Any]:
-    if not FIXTURES.is_dir():
-        pytest.skip(f"Open WebUI fixtures not found at {FIXTURES} (../shared/ is absent)")
-    return json.loads((FIXTURES / name).read_text())
 
 
 @pytest.fixture

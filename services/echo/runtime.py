@@ -132,6 +132,10 @@ async def open_runtime(
         )
         if in_process:
             handlers = kinds.builtin_registry(settings, store)
+            for spec in handlers:  # handlers that hold a connection (an LLM client) close after the worker
+                close = getattr(spec.handler, "aclose", None)
+                if close is not None:
+                    parts.push_async_callback(close)
             runtime.worker = worker.Worker.from_settings(
                 store,
                 handlers,

@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import FIXTURES, load_fixture
 from fakes.gemini_server import FakeGemini
 from fakes.live_server import LiveServer
+from fakes.shared_data import FIXTURES, load_fixture
 
 from echo.config.settings import Settings
 from echo.hooks import create_app

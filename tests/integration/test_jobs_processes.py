@@ -238,17 +238,19 @@ async def test_the_worker_serves_queue_depth_metrics_and_stops_on_sigint(
     assert "worker_stopped" in processes.output()
 
 
-async def test_echoctl_worker_migrates_then_idles_without_handlers(dsn: str, processes: Processes) -> None:
+async def test_echoctl_worker_migrates_then_waits_for_summary_jobs(dsn: str, processes: Processes) -> None:
     async with testing.temporary_store(dsn, migrate=False) as store:  # the worker migrates it
         worker = await processes.start(store, "-m", "echo.cli", "worker", "--concurrency", "2")
 
-        async def idling() -> bool:
-            return "worker_idle" in processes.output()
+        async def started() -> bool:
+            return "worker_started" in processes.output()
 
-        await until(idling, 15, "worker idle", processes)
+        await until(started, 15, "worker started", processes)
         assert [m.version for m in await migrations.applied(store)] == [
             m.version for m in migrations.discover()
         ]
         worker.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(worker.wait(), 15) == 0, processes.output()
-    assert "no job handler is registered in this version" in processes.output()
+    started_line = next(line for line in processes.output().splitlines() if "worker_started" in line)
+    assert "summary" in started_line
+    assert "worker_idle" not in processes.output()

@@ -22,8 +22,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import API_KEY, load_fixture
 from fakes.live_server import LiveServer
+from fakes.shared_data import API_KEY, load_fixture
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response

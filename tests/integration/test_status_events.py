@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 import structlog
-from conftest import API_KEY
 from fakes.live_server import LiveServer
+from fakes.shared_data import API_KEY
 from fastapi import FastAPI
 from prometheus_client import REGISTRY
 

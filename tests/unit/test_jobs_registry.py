@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import echo.jobs
+from echo.config.settings import Settings
 from echo.jobs import domain, errors, kinds
 from echo.jobs.registry import Registry
 
@@ -61,8 +64,9 @@ def test_retry_later_refuses_a_negative_delay() -> None:
         errors.RetryLater(delay_seconds=-1)
 
 
-def test_builtin_registry_is_empty_in_this_version() -> None:
-    assert len(kinds.builtin_registry(None, None)) == 0  # type: ignore[arg-type]
+def test_builtin_registry_runs_the_summary_kind(tmp_path: Path) -> None:
+    registry = kinds.builtin_registry(Settings(data_dir=tmp_path), None)  # type: ignore[arg-type]
+    assert tuple(registry.kinds) == (kinds.SUMMARY,)
 
 
 def test_public_api_is_pinned() -> None:

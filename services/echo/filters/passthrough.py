@@ -6,7 +6,7 @@ from typing import Any
 
 from echo.filters import base
 
-__all__ = ["CompressionFilter", "MemoryFilter"]
+__all__ = ["MemoryFilter"]
 
 
 class _PassThrough:
@@ -20,16 +20,6 @@ class _PassThrough:
 
     async def outlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
         return body
-
-
-class CompressionFilter(_PassThrough):
-    id = "echo_compression"
-    name = "ECHO compression"
-    priority = 10
-    description = (
-        "Asynchronous, branch-aware context compression (seed 002). Not active in this version: "
-        "inlet and outlet return the body unchanged."
-    )
 
 
 class MemoryFilter(_PassThrough):

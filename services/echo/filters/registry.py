@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from echo.filters import base, context, passthrough, pipe
+from echo.filters import base, compression, context, passthrough, pipe
 from echo.filters import masking as masking_filter
 
 __all__ = ["FilterSet", "build_filters"]
@@ -22,10 +22,16 @@ class FilterSet:
         return self.filters.get(hook_id) or self.pipes.get(hook_id)
 
 
-def build_filters(pipe_models: Iterable[str], on_masked: masking_filter.OnMasked) -> FilterSet:
+def build_filters(
+    pipe_models: Iterable[str],
+    on_masked: masking_filter.OnMasked,
+    *,
+    store: compression.StoreProvider | None = None,
+) -> FilterSet:
+    """The filters and pipe hooks; `store` gives the running service's store (None without backends)."""
     filters: list[base.Filter] = [
         context.ContextFilter(on_masked),
-        passthrough.CompressionFilter(),
+        compression.CompressionFilter(store),
         passthrough.MemoryFilter(),
     ]
     pipes = [pipe.PipeFilter(model, on_masked) for model in pipe_models]

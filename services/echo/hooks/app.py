@@ -83,7 +83,6 @@ def create_app(
             base_url=settings.gemini_base_url,
             timeout_s=settings.llm_timeout_seconds,
         )
-    filter_set = registry.build_filters(settings.pipe_models, _count_masked("outlet"))
     auth = security.BearerAuth(settings.api_key.get_secret_value() if settings.api_key else None)
     if not auth.enabled:
         log.warning("auth_disabled", reason="ECHO_API_KEY is not set: every caller is trusted")
@@ -111,6 +110,11 @@ def create_app(
     app.state.settings = settings
     app.state.backends = None
     app.state.supervisor = supervisor
+    filter_set = registry.build_filters(
+        settings.pipe_models,
+        _count_masked("outlet"),
+        store=lambda: getattr(app.state.backends, "store", None),
+    )
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, error: Exception) -> JSONResponse:

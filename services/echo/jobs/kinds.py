@@ -44,12 +44,27 @@ def default_policy(kind: str) -> domain.KindPolicy:
 
 
 def builtin_registry(settings: Settings, store: Store) -> Registry:
-    """The handlers `echoctl worker` and the embedded worker run.
+    """The handlers `echoctl worker` and the embedded worker run, built with `settings` and `store`.
 
-    This version ships the queue only: later capabilities register their handlers here, built with
-    `settings` and `store` (and their own adapters).
+    `summary` (context compression): the conversation store and the LLM of background work
+    (`echo.llm.factory`, built on the first job; a handler that holds one has `aclose()`).
+    Capabilities still to come register theirs here too.
     """
+    from echo.jobs import summary
     from echo.jobs.registry import Registry
+    from echo.llm import factory
+    from echo.store import conversations
 
-    del settings, store
-    return Registry()
+    registry = Registry()
+    policy = default_policy(SUMMARY)
+    registry.register(
+        SUMMARY,
+        summary.SummaryHandler(
+            conversations.Conversations(store),
+            lambda: factory.llm_from_settings(settings),
+            max_attempts=policy.max_attempts,
+            default_model=settings.llm_model,
+        ),
+        policy=policy,
+    )
+    return registry

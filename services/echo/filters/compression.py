@@ -1,0 +1,478 @@
+"""`echo_compression` (seed 002 v1.7.2): asynchronous, branch-aware context compression, the thin filter.
+
+Inlet (no LLM call): the turns' chain (`echo.compression.messages`, the current user message's files
+from `body["files"]` merged in first), ONE indexed lookup of the newest summary valid for this branch
+(`echo.store.conversations`), then `echo.compression.assembly`: system messages in place, the first
+`keep_first` turns, the fenced summary, the uncovered tail (at least `keep_last`), tool outputs
+trimmed, within `max_context_tokens` of the chat's model. Status events go to `ctx.events`: context
+usage (`show_token_usage_status`, from `token_usage_status_threshold` %), a warning above 90 %, and
+"summary applied". Open WebUI's background tasks (titles, queries: `metadata.task`) pass untouched.
+
+Outlet (never waits on an LLM; the body comes back unchanged): the branch's messages are stored
+once per user by invariant hash (Open WebUI's `output` items are unfolded into the tool-call
+messages the inlet sees, so both sides hash the same turns); when the branch, as the next inlet
+would assemble it, reaches `compression_threshold_tokens`, one `summary` job is enqueued for the
+branch point (`echo.jobs.summary`), idempotent on `summary_job_key`: a replayed outlet adds nothing.
+
+Failure policy (DESIGN §6): on a store error either hook returns the body unchanged, logs with the
+chat id, counts `echo_compression_failures_total` and adds a warning event. Without a store (an app
+built without backends) the inlet still trims to the budget and the outlet stores nothing.
+
+Cost: hashing and pricing a message is cached per process (keyed by its text), and chats of more
+than `OFFLOAD_MESSAGES` messages are assembled on a worker thread, so the event loop stays free and
+the hook's deadline holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import structlog
+
+from echo import chain, metrics, tokens
+from echo.compression import assembly, budgets, locales, planning, selection
+from echo.compression import messages as msgs
+from echo.config import thresholds
+from echo.config import valves as valves_module
+from echo.errors import ConfigError
+from echo.filters import base
+from echo.filters import events as events_module
+from echo.jobs import kinds, queue, summary
+from echo.store import conversations, pool
+from echo.store import errors as store_errors
+
+__all__ = ["OFFLOAD_MESSAGES", "CompressionFilter", "Costs", "StoreProvider", "unfold_output_items"]
+
+log = structlog.get_logger("echo.filters.compression")
+
+StoreProvider = Callable[[], pool.Store | None]
+"""The store of the running service, or None (no backends): asked on every call."""
+
+OFFLOAD_MESSAGES = 64  # from this many messages, assembly runs on a worker thread (about 2 ms of CPU)
+WARN_PERCENT = 90  # context usage above which a warning is shown whatever the valves (seed 002)
+_CACHE_ENTRIES = 100_000  # per cache; a full cache is cleared (cheaper than LRU bookkeeping per hit)
+_T = TypeVar("_T")
+
+
+class Costs:
+    """Per-process caches of what hashing and pricing a message cost: token counts by text,
+    invariant hashes by (role, text, file ids), cumulative hashes by (invariant, parent)."""
+
+    def __init__(self, entries: int = _CACHE_ENTRIES) -> None:
+        self.entries = entries
+        self._tokens: dict[str, int] = {}
+        self._invariants: dict[tuple[str, str, tuple[str, ...]], str] = {}
+        self._cumulative: dict[tuple[str, str | None], str] = {}
+
+    def count(self, text: str) -> int:
+        """`echo.tokens.estimate_tokens`, cached."""
+        found = self._tokens.get(text)
+        if found is None:
+            if len(self._tokens) >= self.entries:
+                self._tokens.clear()
+            found = self._tokens[text] = tokens.estimate_tokens(text)
+        return found
+
+    def turns(self, messages: Sequence[Mapping[str, Any]], kinds: Sequence[msgs.Kind]) -> msgs.Turns:
+        """`messages.conversation_turns`, with the hashes cached (the same links, built the same way)."""
+        if len(self._invariants) >= self.entries or len(self._cumulative) >= self.entries:
+            self._invariants.clear()
+            self._cumulative.clear()
+        positions = msgs.turn_positions(kinds)
+        links: list[chain.ChainLink] = []
+        parent: str | None = None
+        for index, position in enumerate(positions):
+            message = messages[position]
+            role = message.get("role")
+            role = role.strip().lower() if isinstance(role, str) else ""
+            key = (role, chain.message_text(message.get("content")), chain.message_file_ids(message))
+            invariant = self._invariants.get(key)
+            if invariant is None:
+                invariant = self._invariants[key] = chain.invariant_hash(*key)
+            cumulative = self._cumulative.get((invariant, parent))
+            if cumulative is None:
+                cumulative = self._cumulative[(invariant, parent)] = chain.cumulative_hash(invariant, parent)
+            message_id = message.get("id")
+            links.append(
+                chain.ChainLink(
+                    index, role, invariant, cumulative, message_id if isinstance(message_id, str) else None
+                )
+            )
+            parent = cumulative
+        return msgs.Turns(positions, tuple(links))
+
+
+def unfold_output_items(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The outlet's messages as the next inlet will send them: an assistant message whose `output`
+    items hold tool calls becomes an assistant message with `tool_calls` per batch of calls, a `tool`
+    message per result, and an assistant message with the text that follows (Open WebUI 0.12.4
+    rebuilds history from `output` so; reasoning items are not part of it)."""
+    unfolded: list[Mapping[str, Any]] = []
+    for message in messages:
+        items = message.get("output")
+        if (
+            msgs.role_of(message) == "assistant"
+            and isinstance(items, list)
+            and any(isinstance(item, Mapping) and item.get("type") == "function_call" for item in items)
+        ):
+            unfolded.extend(_from_output(items))
+        else:
+            unfolded.append(message)
+    return unfolded
+
+
+def _item_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(
+            part["text"] for part in value if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def _from_output(items: Sequence[object]) -> list[Mapping[str, Any]]:
+    out: list[Mapping[str, Any]] = []
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if texts or calls:
+            message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts)}
+            if calls:
+                message["tool_calls"] = list(calls)
+            out.append(message)
+        texts.clear()
+        calls.clear()
+
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            texts.append(_item_text(item.get("content")))
+        elif kind == "function_call":
+            call_id = item.get("call_id") or item.get("id") or ""
+            function = {"name": item.get("name", ""), "arguments": item.get("arguments", "")}
+            calls.append({"id": call_id, "type": "function", "function": function})
+        elif kind == "function_call_output":
+            flush()
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": item.get("call_id", ""),
+                    "content": _item_text(item.get("output")),
+                }
+            )
+    flush()
+    return out
+
+
+def _with_current_files(messages: list[dict[str, Any]], files: object) -> list[dict[str, Any]]:
+    """`messages` with the inlet's `body["files"]` merged into the last user message (for hashing)."""
+    if not isinstance(files, list) or not files:
+        return messages
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if msgs.role_of(message) == "user":
+            own = message.get("files")
+            merged = [*(own if isinstance(own, list) else ()), *files]
+            return [*messages[:index], {**message, "files": merged}, *messages[index + 1 :]]
+    return messages
+
+
+def _user_texts(messages: Sequence[Mapping[str, Any]], most: int = 4) -> list[str]:
+    """The latest user texts, newest first (what `locales.detect_locale` reads)."""
+    texts = []
+    for message in reversed(messages):
+        if msgs.role_of(message) == "user":
+            texts.append(msgs.content_text(message.get("content")))
+            if len(texts) >= most:
+                break
+    return texts
+
+
+@functools.cache
+def _workers() -> concurrent.futures.ThreadPoolExecutor:
+    # Its own threads, as masking has: the default executor also runs embeddings.
+    return concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="echo-compression")
+
+
+class CompressionFilter:
+    id = "echo_compression"
+    name = "ECHO compression"
+    priority = 10
+    description = (
+        "Asynchronous, branch-aware context compression (seed 002 v1.7.2). Inlet: injects the newest "
+        "summary valid for the current branch (fenced as history), keeps system messages, the first "
+        "keep_first and last keep_last messages, trims long tool outputs and fits max_context_tokens. "
+        "Outlet: stores the branch and, past compression_threshold_tokens, queues a background summary."
+    )
+
+    def __init__(self, store: StoreProvider | None = None, costs: Costs | None = None) -> None:
+        self._store_provider: StoreProvider = store or (lambda: None)
+        self.costs = costs or Costs()
+        self._ports: tuple[pool.Store, conversations.Conversations, queue.JobQueue] | None = None
+        self._remembered: dict[tuple[str, str, str], None] = {}
+        self._base_models: dict[str, str] = {}
+
+    # -- ports ---------------------------------------------------------------------------------
+
+    def _stores(self) -> tuple[pool.Store, conversations.Conversations, queue.JobQueue] | None:
+        store = self._store_provider()
+        if store is None:
+            return None
+        if self._ports is None or self._ports[0] is not store:
+            self._ports = (store, conversations.Conversations(store), queue.JobQueue(store))
+        return self._ports
+
+    async def _cpu(self, size: int, work: Callable[[], _T]) -> _T:
+        if size < OFFLOAD_MESSAGES:
+            return work()
+        return await asyncio.get_running_loop().run_in_executor(_workers(), work)
+
+    @staticmethod
+    def _valves(ctx: base.HookContext) -> valves_module.CompressionValves:
+        settings = ctx.valves
+        return (
+            settings
+            if isinstance(settings, valves_module.CompressionValves)
+            else valves_module.CompressionValves()
+        )
+
+    def _models(self, body: Mapping[str, Any]) -> tuple[str | None, str | None]:
+        """The chat's model and its base model (custom models inherit thresholds): the inlet's
+        metadata names the base model; the outlet has none, so the inlet's answer is remembered."""
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        metadata = body.get("metadata")
+        info = metadata.get("model") if isinstance(metadata, Mapping) else None
+        info = info.get("info") if isinstance(info, Mapping) else None
+        base_model = info.get("base_model_id") if isinstance(info, Mapping) else None
+        if model and isinstance(base_model, str) and base_model:
+            if len(self._base_models) >= 10_000:
+                self._base_models.clear()
+            self._base_models[model] = base_model
+            return model, base_model
+        return model, self._base_models.get(model) if model else None
+
+    @staticmethod
+    def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            return None
+        return messages
+
+    def _store_failed(self, ctx: base.HookContext, error: store_errors.StoreError) -> None:
+        metrics.COMPRESSION_FAILURES.labels(ctx.phase, "store").inc()
+        log.warning("compression_store_failed", phase=ctx.phase, error=str(error), returned="body unchanged")
+        ctx.events.append(
+            events_module.StatusEvent(
+                f"{self.name}: the summary store is unavailable; the conversation was sent as it is",
+                "warning",
+            )
+        )
+
+    # -- inlet ---------------------------------------------------------------------------------
+
+    async def inlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
+        messages = self._messages(body)
+        if ctx.ids.task or messages is None:
+            return body
+        settings = self._valves(ctx)
+        model, base_model = self._models(body)
+        limits = budgets.thresholds_for(settings, model, base_model)
+        policy = assembly.AssemblyPolicy.from_valves(settings, limits)
+        hashed = _with_current_files(messages, body.get("files"))
+        turns = await self._cpu(len(messages), lambda: self.costs.turns(hashed, msgs.kinds_of(hashed)))
+        row: conversations.SummaryRow | None = None
+        ports = self._stores()
+        if ports is not None and ctx.ids.user_id and len(turns):
+            try:
+                row = await ports[1].best_summary(ctx.ids.user_id, turns.hashes)
+            except store_errors.StoreError as error:
+                self._store_failed(ctx, error)
+                return body
+        chosen = selection.select_summary(turns.hashes, [row.summary]) if row is not None else None
+        locale = row.locale if row is not None and chosen is not None else None
+
+        def assemble() -> assembly.Assembly:
+            found = locale or locales.detect_locale(_user_texts(messages))
+            return assembly.assemble(
+                messages, policy=policy, summary=chosen, locale=found, counter=self.costs.count
+            )
+
+        result = await self._cpu(len(messages), assemble)
+        self._report(result, limits, settings, ctx)
+        if len(result.messages) == len(messages) and all(
+            new is old for new, old in zip(result.messages, messages, strict=True)
+        ):
+            return body
+        return {**body, "messages": [dict(message) for message in result.messages]}
+
+    def _report(
+        self,
+        result: assembly.Assembly,
+        limits: budgets.Thresholds,
+        settings: valves_module.CompressionValves,
+        ctx: base.HookContext,
+    ) -> None:
+        metrics.COMPRESSION_TOKENS.labels("before").observe(result.tokens_before)
+        metrics.COMPRESSION_TOKENS.labels("after").observe(result.tokens_after)
+        for action, count in (
+            ("trimmed_tool_output", result.trimmed_tool_outputs),
+            ("folded", result.folded),
+            ("dropped_group", result.dropped_groups),
+            ("dropped_summary", int(result.dropped_summary)),
+            ("over_budget", int(result.over_budget)),
+        ):
+            if count:
+                metrics.COMPRESSION_REDUCTIONS.labels(action).inc(count)
+        if result.summary_injected:
+            metrics.COMPRESSION_SUMMARIES_REUSED.inc()
+            ctx.events.append(
+                events_module.StatusEvent(
+                    f"Earlier conversation summarised: {result.covered_turns} messages stand as one summary "
+                    f"(context {result.tokens_before:,} → {result.tokens_after:,} tokens)"
+                )
+            )
+        usage = 100.0 * result.tokens_after / max(1, limits.max_context_tokens)
+        usage_line = f"{result.tokens_after:,} / {limits.max_context_tokens:,} tokens ({usage:.0f}%)"
+        if result.over_budget:
+            ctx.events.append(
+                events_module.StatusEvent(
+                    f"Context over its limit: the current turn alone needs {usage_line}", "warning"
+                )
+            )
+        elif usage > WARN_PERCENT:
+            ctx.events.append(events_module.StatusEvent(f"Context almost full: {usage_line}", "warning"))
+        elif settings.show_token_usage_status and usage >= settings.token_usage_status_threshold:
+            ctx.events.append(events_module.StatusEvent(f"Context: {usage_line}"))
+        (log.info if settings.debug_mode else log.debug)(
+            "compression_inlet",
+            tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after,
+            summary=result.summary.covered_hash[:12] if result.summary_injected and result.summary else None,
+            covered_turns=result.covered_turns,
+            trimmed=result.trimmed_tool_outputs,
+            folded=result.folded,
+            dropped_groups=result.dropped_groups,
+            thresholds=limits.source,
+        )
+
+    # -- outlet --------------------------------------------------------------------------------
+
+    async def outlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
+        messages = self._messages(body)
+        ports = self._stores()
+        user_id = ctx.ids.user_id
+        if ports is None or not user_id or messages is None:
+            return body
+        settings = self._valves(ctx)
+        model, base_model = self._models(body)
+        limits = budgets.thresholds_for(settings, model, base_model)
+        policy = assembly.AssemblyPolicy.from_valves(settings, limits)
+        unfolded = unfold_output_items(messages)
+        turns = await self._cpu(len(unfolded), lambda: self.costs.turns(unfolded, msgs.kinds_of(unfolded)))
+        if not len(turns):
+            return body
+        store, conversation_store, jobs = ports
+        try:
+            await self._remember(store, conversation_store, user_id, unfolded, turns)
+            row = await conversation_store.best_summary(user_id, turns.hashes)
+            previous = selection.select_summary(turns.hashes, [row.summary]) if row is not None else None
+            result = await self._cpu(
+                len(unfolded),
+                lambda: assembly.assemble(
+                    unfolded, policy=policy, summary=previous, counter=self.costs.count
+                ),
+            )
+            if not budgets.needs_summary(result.tokens_assembled, limits):
+                return body
+            plan = planning.plan_summary(
+                unfolded,
+                turns,
+                keep_first=settings.keep_first,
+                keep_last=settings.keep_last,
+                previous=previous,
+            )
+            if plan is None:
+                return body
+            job = self._job(plan, turns, settings, unfolded, model, base_model, user_id, ctx)
+            if job is None:
+                return body
+            planned = {
+                link.invariant: conversations.stored_message(unfolded[position])
+                for link, position in zip(turns.links[plan.start : plan.stop], plan.positions, strict=True)
+            }
+            async with store.transaction() as connection:
+                await conversation_store.remember(user_id, planned, connection=connection)
+                job_id = await jobs.enqueue(
+                    kinds.SUMMARY, job.to_payload(), idempotency_key=job.key, connection=connection
+                )
+            log.info(
+                "summary_enqueued",
+                job_id=job_id,
+                tokens=result.tokens_assembled,
+                threshold=limits.compression_threshold_tokens,
+                turns=len(plan.invariants),
+                covered_hash=plan.covered_hash[:12],
+            )
+        except store_errors.StoreError as error:
+            self._store_failed(ctx, error)
+        return body
+
+    async def _remember(
+        self,
+        store: pool.Store,
+        conversation_store: conversations.Conversations,
+        user_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        turns: msgs.Turns,
+    ) -> None:
+        """Store the turns this process has not stored yet for this user (one statement)."""
+        new: dict[str, dict[str, Any]] = {}
+        for link, position in zip(turns.links, turns.positions, strict=True):
+            key = (store.schema, user_id, link.invariant)
+            if key not in self._remembered and link.invariant not in new:
+                new[link.invariant] = conversations.stored_message(messages[position])
+        if not new:
+            return
+        await conversation_store.remember(user_id, new)
+        if len(self._remembered) + len(new) > _CACHE_ENTRIES:
+            self._remembered.clear()
+        self._remembered.update(dict.fromkeys((store.schema, user_id, invariant) for invariant in new))
+
+    def _job(
+        self,
+        plan: planning.SummaryPlan,
+        turns: msgs.Turns,
+        settings: valves_module.CompressionValves,
+        messages: Sequence[Mapping[str, Any]],
+        model: str | None,
+        base_model: str | None,
+        user_id: str,
+        ctx: base.HookContext,
+    ) -> summary.SummaryJob | None:
+        try:
+            window = budgets.summary_window(settings, model, base_model)
+        except ConfigError as error:
+            metrics.COMPRESSION_FAILURES.labels(ctx.phase, "config").inc()
+            log.error("summary_not_planned", error=str(error))
+            ctx.events.append(events_module.StatusEvent(f"{self.name}: no summary, {error}", "error"))
+            return None
+        return summary.SummaryJob.planned(
+            plan,
+            user_id=user_id,
+            parent=turns.hashes[plan.start - 1] if plan.start else None,
+            model=settings.summary_model or (thresholds.normalise_model_id(model) if model else ""),
+            window=window,
+            style=settings.compression_style,
+            temperature=settings.summary_temperature,
+            fail_mode=settings.summary_fail_mode,
+            locale=locales.detect_locale(_user_texts(messages)),
+            chat_id=ctx.ids.chat_id,
+        )

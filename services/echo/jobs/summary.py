@@ -1,0 +1,376 @@
+"""The `summary` job (seed 002, branch-aware): fold the previous summary and new turns into one.
+
+The outlet of `echo_compression` plans a summary (`echo.compression.planning`) and enqueues one job
+per branch point (`SummaryJob`, key `planning.summary_job_key`). The payload holds references, not a
+transcript: the invariant hashes of the planned turns (their messages are in the conversation store),
+the cumulative hash before them, the key of the previous summary, and the valves in force when it was
+planned (model, window, style, temperature, fail mode, locale).
+
+The handler:
+1. recomputes the planned turns' cumulative hashes from the payload (the last must be its key);
+2. skips work already done: when a summary of this branch already covers every planned turn, the job
+   is done; when one covers a part of them (an earlier job finished meanwhile), it folds that one in
+   and summarises only the rest;
+3. loads the messages by hash and fits the prompt into the summary window (`fitting`): the summary
+   may cover fewer turns than planned, and its key is then the hash of the last turn it holds;
+4. calls the LLM port (`echo.llm`; the offline provider when no model is configured) with the
+   instructions as system text, `summary_temperature` and `max_summary_tokens`;
+5. stores the summary with the ordered refs it covers, once per `(user_id, covered_hash)`.
+
+Failures: an empty answer (a reasoning-only one comes back empty from the providers) or an LLM
+error is retried with the queue's backoff while attempts remain (a non-retryable LLM error other than
+an empty answer is not); then `summary_fail_mode` decides: `silent` logs, counts and ends the job,
+`raise` dead-letters it. Missing inputs (a forgotten user) end the job as a permanent error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import structlog
+
+from echo import chain, metrics, tokens
+from echo.compression import budgets, fence, fitting, planning, prompts
+from echo.compression import messages as msgs
+from echo.jobs import domain, errors
+from echo.llm import errors as llm_errors
+from echo.llm import interface as llm
+from echo.store import conversations
+
+__all__ = ["PAYLOAD_VERSION", "SummaryHandler", "SummaryJob"]
+
+log = structlog.get_logger("echo.jobs.summary")
+
+PAYLOAD_VERSION = 1
+FailMode = Literal["silent", "raise"]
+_INPUT_TAG = "\n<compression_input>\n"
+
+
+@dataclass(frozen=True)
+class SummaryJob:
+    """One planned summary, as the job payload carries it (see the module docstring)."""
+
+    user_id: str
+    head_count: int
+    start: int
+    parent: str | None
+    invariants: tuple[str, ...]
+    covered_hash: str
+    previous: str | None
+    model: str  # "" = the worker's default model (ECHO_LLM_MODEL)
+    window: budgets.SummaryWindow
+    style: prompts.Style = "balanced"
+    temperature: float = 0.1
+    fail_mode: FailMode = "silent"
+    locale: str = "en-US"
+    chat_id: str | None = None
+
+    @classmethod
+    def planned(
+        cls,
+        plan: planning.SummaryPlan,
+        *,
+        user_id: str,
+        parent: str | None,
+        model: str,
+        window: budgets.SummaryWindow,
+        style: prompts.Style,
+        temperature: float,
+        fail_mode: FailMode,
+        locale: str,
+        chat_id: str | None = None,
+    ) -> SummaryJob:
+        """The job of ``plan``; ``parent`` is the cumulative hash of the turn before ``plan.start``."""
+        return cls(
+            user_id=user_id,
+            head_count=plan.head_count,
+            start=plan.start,
+            parent=parent,
+            invariants=plan.invariants,
+            covered_hash=plan.covered_hash,
+            previous=plan.previous.covered_hash if plan.previous is not None else None,
+            model=model,
+            window=window,
+            style=style,
+            temperature=temperature,
+            fail_mode=fail_mode,
+            locale=locale,
+            chat_id=chat_id,
+        )
+
+    @property
+    def key(self) -> str:
+        return planning.summary_job_key(self.user_id, self.covered_hash)
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "v": PAYLOAD_VERSION,
+            "user_id": self.user_id,
+            "chat_id": self.chat_id,
+            "head_count": self.head_count,
+            "start": self.start,
+            "parent": self.parent,
+            "invariants": list(self.invariants),
+            "covered_hash": self.covered_hash,
+            "previous": self.previous,
+            "model": self.model,
+            "window": {
+                "input_tokens": self.window.input_tokens,
+                "output_tokens": self.window.output_tokens,
+                "source": self.window.source,
+            },
+            "style": self.style,
+            "temperature": self.temperature,
+            "fail_mode": self.fail_mode,
+            "locale": self.locale,
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> SummaryJob:
+        """The job a payload describes; ``PermanentJobError`` naming the field when it is malformed."""
+        try:
+            window = payload["window"]
+            job = cls(
+                user_id=_text(payload, "user_id"),
+                head_count=int(payload["head_count"]),
+                start=int(payload["start"]),
+                parent=payload.get("parent"),
+                invariants=tuple(payload["invariants"]),
+                covered_hash=_text(payload, "covered_hash"),
+                previous=payload.get("previous"),
+                model=str(payload.get("model") or ""),
+                window=budgets.SummaryWindow(
+                    int(window["input_tokens"]), int(window["output_tokens"]), str(window.get("source", ""))
+                ),
+                style=payload.get("style", "balanced"),
+                temperature=float(payload.get("temperature", 0.1)),
+                fail_mode=payload.get("fail_mode", "silent"),
+                locale=str(payload.get("locale") or "en-US"),
+                chat_id=payload.get("chat_id"),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise errors.PermanentJobError(f"malformed summary payload: {error!r}") from error
+        problems = job._problems()
+        if payload.get("v", PAYLOAD_VERSION) != PAYLOAD_VERSION:
+            problems.append(f"v: this worker reads version {PAYLOAD_VERSION}, not {payload.get('v')!r}")
+        if problems:
+            raise errors.PermanentJobError("malformed summary payload: " + "; ".join(problems))
+        return job
+
+    def _problems(self) -> list[str]:
+        problems = []
+        if not self.invariants:
+            problems.append("invariants: no turn to summarise")
+        if self.previous is not None and not isinstance(self.previous, str):
+            problems.append("previous: a covered hash or null")
+        if not 0 <= self.head_count <= self.start:
+            problems.append(f"head_count {self.head_count} must lie in 0..start ({self.start})")
+        if (self.start == 0) != (self.parent is None):
+            problems.append("parent: required exactly when start > 0")
+        if self.style not in prompts.STYLES:
+            problems.append(f"style: one of {sorted(prompts.STYLES)}, not {self.style!r}")
+        if self.fail_mode not in ("silent", "raise"):
+            problems.append(f"fail_mode: silent or raise, not {self.fail_mode!r}")
+        if not 0.0 <= self.temperature <= 2.0:
+            problems.append("temperature: in [0, 2]")
+        if self.window.input_tokens < 1 or self.window.output_tokens < 1:
+            problems.append("window: positive token budgets")
+        return problems
+
+    def hashes(self) -> tuple[str, ...]:
+        """The cumulative hash of every planned turn, from ``parent`` and the invariants."""
+        try:
+            parent, out = self.parent, []
+            for invariant in self.invariants:
+                parent = chain.cumulative_hash(invariant, parent)
+                out.append(parent)
+        except ValueError as error:
+            raise errors.PermanentJobError(f"malformed summary payload: {error}") from error
+        if out[-1] != self.covered_hash:
+            raise errors.PermanentJobError("malformed summary payload: the refs do not lead to covered_hash")
+        return tuple(out)
+
+
+def _text(payload: Mapping[str, Any], key: str) -> str:
+    value = payload[key]
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{key}: expected a non-empty string")
+    return value
+
+
+def split_prompt(prompt: str) -> tuple[str, str]:
+    """``(system, user)``: the instructions as system text, the input as the user message.
+
+    The offline provider summarises the user message only, so the instructions stay out of its
+    extractive summary; a model gets the same words either way."""
+    at = prompt.find(_INPUT_TAG)
+    if at <= 0:
+        return "", prompt
+    return prompt[:at].rstrip(), prompt[at + 1 :]
+
+
+class _Failure(Exception):
+    def __init__(self, reason: str, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.retryable = retryable
+
+
+class SummaryHandler:
+    """Runs `summary` jobs with the conversation store and an LLM (built on first use by ``llm_factory``)."""
+
+    def __init__(
+        self,
+        store: conversations.Conversations,
+        llm_factory: Callable[[], llm.LLM],
+        *,
+        max_attempts: int,
+        default_model: str,
+        counter: msgs.TokenCounter = tokens.estimate_tokens,
+    ) -> None:
+        self.store = store
+        self.default_model = default_model
+        self._llm_factory = llm_factory
+        self._llm: llm.LLM | None = None
+        self._lock = asyncio.Lock()
+        self.max_attempts = max_attempts
+        self._counter = counter
+
+    async def _model(self) -> llm.LLM:
+        async with self._lock:
+            if self._llm is None:
+                self._llm = self._llm_factory()
+            return self._llm
+
+    async def aclose(self) -> None:
+        if self._llm is not None:
+            await self._llm.aclose()
+            self._llm = None
+
+    async def __call__(self, job: domain.Job, /) -> None:
+        spec = SummaryJob.from_payload(job.payload)
+        started = time.perf_counter()
+        bound = log.bind(user_id=spec.user_id, chat_id=spec.chat_id, covered_hash=spec.covered_hash[:12])
+        try:
+            outcome = await self._summarise(spec, bound)
+        except _Failure as failure:
+            self._failed(job, spec, failure, bound)
+            return
+        metrics.COMPRESSION_SUMMARIES.labels(outcome).inc()
+        if outcome == "created":
+            metrics.COMPRESSION_SUMMARY_SECONDS.observe(time.perf_counter() - started)
+
+    async def _summarise(self, spec: SummaryJob, bound: Any) -> str:
+        hashes = spec.hashes()
+        done = await self.store.summaries_at(spec.user_id, hashes)
+        reached = [k for k, key in enumerate(hashes) if done.get(key) == spec.start + k + 1]
+        if reached and reached[-1] == len(hashes) - 1:
+            bound.info("summary_exists")
+            return "existing"
+        skip = reached[-1] + 1 if reached else 0
+        previous_key = hashes[skip - 1] if skip else spec.previous
+        previous = await self.store.summary(spec.user_id, previous_key) if previous_key else None
+        if previous_key and previous is None:
+            raise _Failure("missing_input", f"previous summary {previous_key[:12]} is gone", retryable=False)
+        invariants, planned_hashes = spec.invariants[skip:], hashes[skip:]
+        loaded = await self.store.messages(spec.user_id, invariants)
+        missing = [key for key in invariants if key not in loaded]
+        if missing:
+            raise _Failure(
+                "missing_input", f"{len(missing)} planned messages are not stored", retryable=False
+            )
+        planned = [loaded[key] for key in invariants]
+        plan = planning.SummaryPlan(
+            head_count=spec.head_count,
+            start=spec.start + skip,
+            stop=spec.start + len(spec.invariants),
+            positions=tuple(range(len(planned))),
+            invariants=invariants,
+            hashes=planned_hashes,
+            previous=previous.summary if previous is not None else None,
+        )
+        fitted = fitting.fit_summary_input(
+            plan, planned, window=spec.window, style=spec.style, locale=spec.locale, counter=self._counter
+        )
+        text, result = await self._generate(spec, fitted)
+        refs = _refs(previous, plan, fitted.taken)
+        input_tokens = sum(msgs.message_tokens(m, self._counter) for m in planned[: fitted.taken])
+        input_tokens += self._counter(previous.summary.text) if previous is not None else 0
+        summary_tokens = self._counter(text)
+        saved = await self.store.save_summary(
+            conversations.NewSummary(
+                user_id=spec.user_id,
+                covered_hash=fitted.covered_hash,
+                covered_count=fitted.covered_count,
+                head_count=fitted.head_count,
+                text=text,
+                locale=spec.locale,
+                model=result.model,
+                provider=result.provider,
+                refs=refs,
+                input_tokens=input_tokens,
+                summary_tokens=summary_tokens,
+            )
+        )
+        if not saved:
+            bound.info("summary_exists", covered_count=fitted.covered_count)
+            return "existing"
+        metrics.COMPRESSION_SUMMARY_RATIO.observe(input_tokens / max(1, summary_tokens))
+        bound.info(
+            "summary_created",
+            covered_count=fitted.covered_count,
+            turns=fitted.taken,
+            planned=len(planned),
+            truncated=fitted.truncated,
+            input_tokens=input_tokens,
+            summary_tokens=summary_tokens,
+            provider=result.provider,
+            degraded=result.degraded,
+        )
+        return "created"
+
+    async def _generate(self, spec: SummaryJob, fitted: fitting.SummaryInput) -> tuple[str, llm.LLMResult]:
+        system, prompt = split_prompt(fitted.prompt)
+        request = llm.LLMRequest(
+            model=spec.model or self.default_model,
+            messages=[("user", prompt)],
+            system=system,
+            temperature=spec.temperature,
+            max_output_tokens=fitted.max_output_tokens,
+            purpose="summary",
+        )
+        model = await self._model()
+        try:
+            result = await model.generate(request)
+        except llm_errors.EmptyAnswer as error:
+            raise _Failure("empty", f"the summary model answered no text: {error}", retryable=True) from error
+        except llm_errors.LLMError as error:
+            raise _Failure("llm", f"summary model failed: {error}", retryable=error.retryable) from error
+        text = result.text.strip()
+        if not fence.strip_reply_guidance(text):
+            raise _Failure("empty", "the summary model answered no usable text", retryable=True)
+        return text, result
+
+    def _failed(self, job: domain.Job, spec: SummaryJob, failure: _Failure, bound: Any) -> None:
+        """Count the failure, then retry, give up silently, or dead-letter (``summary_fail_mode``)."""
+        metrics.COMPRESSION_SUMMARY_FAILURES.labels(failure.reason).inc()
+        if failure.retryable and job.attempts < self.max_attempts:
+            metrics.COMPRESSION_SUMMARIES.labels("retry").inc()
+            bound.warning("summary_retry", reason=failure.reason, error=str(failure), attempt=job.attempts)
+            raise errors.RetryLater(str(failure))
+        metrics.COMPRESSION_SUMMARIES.labels("failed").inc()
+        bound.error("summary_failed", reason=failure.reason, error=str(failure), fail_mode=spec.fail_mode)
+        if spec.fail_mode == "raise":
+            raise errors.PermanentJobError(str(failure))
+
+
+def _refs(previous: conversations.SummaryRow | None, plan: planning.SummaryPlan, taken: int) -> list[str]:
+    """The invariant hashes the new summary stands for, in order: the previous one's, then the new turns'."""
+    kept: Sequence[str] = ()
+    if previous is not None:
+        kept = previous.refs[: max(0, plan.start - previous.summary.head_count)]
+    return [*kept, *plan.invariants[:taken]]

@@ -1,0 +1,217 @@
+"""The conversation store: messages once per user by invariant hash, and branch-aware summaries.
+
+Migration 0004. Messages are content-addressed (DESIGN §9): a message is stored once per user under
+its ``echo.chain`` invariant hash, in the form ``stored_message`` gives it (what a reader needs to
+rebuild the turn, pasted images as their digest instead of their bytes), so that job payloads carry
+hashes, not transcripts. A summary is keyed by ``(user_id, covered_hash)``: the cumulative hash of
+the last turn it covers (``echo.compression.selection``); ``best_summary`` is the inlet's one indexed
+lookup. Every read and write names the user: a user never reads another user's rows.
+
+Forgetting: ``forget`` deletes a user's summaries and messages. No ``DELETE /users/{id}`` registry
+exists yet; whoever builds it registers ``Conversations.forget`` there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from echo import chain
+from echo.compression import selection
+from echo.store import pool, queries
+
+__all__ = ["Conversations", "NewSummary", "SummaryRow", "stored_message"]
+
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+
+
+def _sql() -> Mapping[str, queries.Query]:
+    return queries.load("echo.store", "conversations.sql")
+
+
+def _role(message: Mapping[str, Any]) -> str:
+    role = message.get("role")
+    return role.strip().lower() if isinstance(role, str) else ""
+
+
+def _content(content: object) -> str | list[dict[str, Any]]:
+    """A content as stored: a string as is; a list as its text parts and image digests."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        if not isinstance(part, Mapping):
+            continue
+        kind = part.get("type")
+        if kind in _TEXT_PARTS and isinstance(part.get("text"), str):
+            parts.append({"type": "text", "text": part["text"]})
+        elif kind == "image_url":
+            digest = chain.message_text([part])  # "[image sha256:…]", or "" for a part without a URL
+            if digest:
+                parts.append({"type": "image_url", "image_url": {"url": digest}})
+    return parts
+
+
+def stored_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """What is stored of one message: role, content, tool calls, tool call id, name and file ids."""
+    stored: dict[str, Any] = {"role": _role(message), "content": _content(message.get("content"))}
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):
+        kept = []
+        for call in calls:
+            if not isinstance(call, Mapping):
+                continue
+            function = call.get("function")
+            function = function if isinstance(function, Mapping) else {}
+            kept.append(
+                {
+                    "id": call.get("id") if isinstance(call.get("id"), str) else "",
+                    "type": "function",
+                    "function": {"name": function.get("name"), "arguments": function.get("arguments")},
+                }
+            )
+        if kept:
+            stored["tool_calls"] = kept
+    for key in ("tool_call_id", "name"):
+        if isinstance(message.get(key), str):
+            stored[key] = message[key]
+    files = chain.message_file_ids(message)
+    if files:
+        stored["files"] = sorted(set(files))
+    return stored
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """A stored summary: the domain's view (``summary``) and what else the row holds."""
+
+    summary: selection.StoredSummary
+    locale: str
+    model: str
+    provider: str
+    refs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NewSummary:
+    """A summary to store. ``refs``: the invariant hashes of the summarised turns, in order."""
+
+    user_id: str
+    covered_hash: str
+    covered_count: int
+    head_count: int
+    text: str
+    locale: str
+    model: str
+    provider: str
+    refs: Sequence[str]
+    input_tokens: int = 0
+    summary_tokens: int = 0
+
+
+def _summary_row(row: pool.Record) -> SummaryRow:
+    return SummaryRow(
+        summary=selection.StoredSummary(
+            covered_hash=row["covered_hash"],
+            covered_count=row["covered_count"],
+            text=row["text"],
+            head_count=row["head_count"],
+            created_at=float(row["created_at"]),
+            summary_id=str(row["id"]),
+        ),
+        locale=row["locale"],
+        model=row["model"],
+        provider=row["provider"],
+        refs=tuple(row["refs"]),
+    )
+
+
+class Conversations:
+    """The conversation store of one tenant (the store's schema)."""
+
+    def __init__(self, store: pool.Store) -> None:
+        self.store = store
+
+    async def remember(
+        self,
+        user_id: str,
+        messages: Mapping[str, Mapping[str, Any]],
+        *,
+        connection: pool.Connection | None = None,
+    ) -> None:
+        """Store ``messages`` (invariant hash -> ``stored_message``) in one statement; known ones stay."""
+        if not messages:
+            return
+        invariants = list(messages)
+        args = (
+            user_id,
+            invariants,
+            [str(messages[key].get("role", "")) for key in invariants],
+            [dict(messages[key]) for key in invariants],
+        )
+        if connection is not None:
+            await connection.execute(_sql()["remember_messages"], *args)
+        else:
+            await self.store.execute(_sql()["remember_messages"], *args)
+
+    async def messages(self, user_id: str, invariants: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The stored messages among ``invariants`` (absent ones are missing from the answer)."""
+        wanted = sorted(set(invariants))
+        if not wanted:
+            return {}
+        rows = await self.store.fetch(_sql()["messages_by_hash"], user_id, wanted)
+        return {row["invariant"]: row["message"] for row in rows}
+
+    async def best_summary(self, user_id: str, hashes: Sequence[str]) -> SummaryRow | None:
+        """The summary valid for the branch whose turn hashes are ``hashes`` that covers the most."""
+        if not hashes:
+            return None
+        row = await self.store.fetchrow(_sql()["best_summary"], user_id, list(hashes))
+        return None if row is None else _summary_row(row)
+
+    async def summaries_at(self, user_id: str, hashes: Iterable[str]) -> dict[str, int]:
+        """Covered hash -> covered count of the user's summaries keyed by any of ``hashes``."""
+        wanted = sorted(set(hashes))
+        if not wanted:
+            return {}
+        rows = await self.store.fetch(_sql()["summaries_at"], user_id, wanted)
+        return {row["covered_hash"]: row["covered_count"] for row in rows}
+
+    async def summary(self, user_id: str, covered_hash: str) -> SummaryRow | None:
+        row = await self.store.fetchrow(_sql()["summary_at"], user_id, covered_hash)
+        return None if row is None else _summary_row(row)
+
+    async def save_summary(self, new: NewSummary) -> bool:
+        """Store a summary; False when its branch point already had one (that one stays)."""
+        summary_id = await self.store.fetchval(
+            _sql()["save_summary"],
+            new.user_id,
+            new.covered_hash,
+            new.covered_count,
+            new.head_count,
+            new.text,
+            new.locale,
+            new.model,
+            new.provider,
+            list(new.refs),
+            new.input_tokens,
+            new.summary_tokens,
+        )
+        return summary_id is not None
+
+    async def forget(self, user_id: str) -> tuple[int, int]:
+        """Delete every summary and message of a user; the counts (summaries, messages) deleted."""
+        sql = _sql()
+        async with self.store.transaction() as connection:
+            summaries = await connection.execute(sql["forget_summaries"], user_id)
+            messages = await connection.execute(sql["forget_messages"], user_id)
+        return _count(summaries), _count(messages)
+
+
+def _count(status: str) -> int:
+    """The row count of a command status such as ``DELETE 3``."""
+    tail = status.rsplit(" ", 1)[-1]
+    return int(tail) if tail.isdigit() else 0

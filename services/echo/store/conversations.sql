@@ -1,0 +1,54 @@
+-- Queries of the conversation store (migration 0004): content-addressed messages and summaries.
+-- Every statement filters on user_id (DESIGN §7). Names resolve in the tenant schema (search_path).
+
+-- name: remember_messages
+-- Store messages once per user, keyed by invariant hash; the ones already stored are left as they are.
+INSERT INTO messages (user_id, invariant, role, message)
+SELECT $1, m.invariant, m.role, m.message
+FROM unnest($2::text[], $3::text[], $4::jsonb[]) AS m (invariant, role, message)
+ON CONFLICT (user_id, invariant) DO NOTHING;
+
+-- name: messages_by_hash
+SELECT invariant, message
+FROM messages
+WHERE user_id = $1 AND invariant = ANY($2::text[]);
+
+-- name: best_summary
+-- The summary of user $1 that covers the most turns of the branch whose turn hashes are $2, in order:
+-- valid only when its key is the branch's hash at the position it covers (DESIGN §4). One indexed
+-- lookup on summaries_branch_point; the newest wins among summaries of one branch point.
+SELECT id, covered_hash, covered_count, head_count, text, locale, model, provider, refs,
+       extract(epoch FROM created_at)::float8 AS created_at
+FROM summaries
+WHERE user_id = $1
+  AND covered_hash = ANY($2::text[])
+  AND covered_count <= cardinality($2::text[])
+  AND ($2::text[])[covered_count] = covered_hash
+ORDER BY covered_count DESC, created_at DESC
+LIMIT 1;
+
+-- name: summaries_at
+-- Which of the branch points $2 already have a summary of user $1 (keys and counts, no text).
+SELECT covered_hash, covered_count
+FROM summaries
+WHERE user_id = $1 AND covered_hash = ANY($2::text[]);
+
+-- name: summary_at
+SELECT id, covered_hash, covered_count, head_count, text, locale, model, provider, refs,
+       extract(epoch FROM created_at)::float8 AS created_at
+FROM summaries
+WHERE user_id = $1 AND covered_hash = $2;
+
+-- name: save_summary
+-- One summary per branch point: a second save of the same point (a replayed job) changes nothing.
+INSERT INTO summaries (user_id, covered_hash, covered_count, head_count, text, locale, model, provider,
+                       refs, input_tokens, summary_tokens)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT (user_id, covered_hash) DO NOTHING
+RETURNING id;
+
+-- name: forget_summaries
+DELETE FROM summaries WHERE user_id = $1;
+
+-- name: forget_messages
+DELETE FROM messages WHERE user_id = $1;
