@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -12,7 +12,9 @@ from fakes.shared_data import API_KEY
 
 from echo.config.settings import Settings
 from echo.hooks import create_app
+from echo.jobs.queue import JobQueue
 from echo.store import testing as store_testing
+from echo.store.pool import Store
 
 
 @pytest.fixture
@@ -45,3 +47,15 @@ async def dsn() -> str:
     if reason:
         pytest.skip(f"PostgreSQL at {url} is unreachable: {reason}")
     return url
+
+
+@pytest.fixture
+async def store(dsn: str) -> AsyncIterator[Store]:
+    """A fresh tenant schema on the test PostgreSQL, dropped afterwards."""
+    async with store_testing.temporary_store(dsn, max_size=12) as store:
+        yield store
+
+
+@pytest.fixture
+def jobs(store: Store) -> JobQueue:
+    return JobQueue(store)

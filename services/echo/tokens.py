@@ -41,6 +41,7 @@ __all__ = [
     "MESSAGE_OVERHEAD_TOKENS",
     "TokenCount",
     "TokenizerUnavailable",
+    "content_text",
     "count_tokens",
     "estimate_tokens",
     "exact_tokens",
@@ -230,7 +231,8 @@ def count_tokens(text: str, *, threshold: int | None = None, margin: float = 0.1
     return TokenCount(estimate, exact=False)
 
 
-def _text_parts(content: object) -> str:
+def content_text(content: object) -> str:
+    """The text of a message `content`: a string, or its text parts joined by newlines (images left out)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -250,7 +252,7 @@ def messages_tokens(
     Estimated, or counted exactly when the estimated total lies within ``margin`` of ``threshold``.
     Images are not counted.
     """
-    texts = [_text_parts(message.get("content")) for message in messages]
+    texts = [content_text(message.get("content")) for message in messages]
     overhead = MESSAGE_OVERHEAD_TOKENS * len(texts)
     estimate = overhead + sum(map(estimate_tokens, texts))
     if _near(estimate, threshold, margin):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import REGISTRY
+from fakes.metric_samples import sample
 
 from echo.llm.interface import LLMRequest
 from echo.llm.retries import RetryPolicy
@@ -30,8 +30,3 @@ def request(model: str, text: str = "Summarise this.", **fields: Any) -> LLMRequ
     """A request to `model` with one user message; `fields` override anything."""
     base: dict[str, Any] = {"model": model, "messages": [("user", text)], "purpose": "summary"}
     return LLMRequest(**{**base, **fields})
-
-
-def sample(name: str, **labels: str) -> float:
-    """A metric's current value in the process registry (0 when it has no such child yet)."""
-    return REGISTRY.get_sample_value(name, labels) or 0.0

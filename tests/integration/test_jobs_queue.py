@@ -3,32 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
+from fakes.metric_samples import sample as _sample
 from opentelemetry.sdk.trace import TracerProvider
-from prometheus_client import REGISTRY
 
 from echo.jobs import domain, execution, queue
 from echo.jobs.domain import JobState
 from echo.jobs.queue import JobQueue
-from echo.store import errors, testing
+from echo.store import errors
 from echo.store.pool import Store
-
-
-@pytest.fixture
-async def store(dsn: str) -> AsyncIterator[Store]:
-    async with testing.temporary_store(dsn, max_size=12) as store:
-        yield store
-
-
-@pytest.fixture
-def jobs(store: Store) -> JobQueue:
-    return JobQueue(store)
-
-
-def _sample(name: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
 async def test_enqueue_with_the_same_key_returns_the_first_job(jobs: JobQueue, store: Store) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 
 import pytest
+from fakes.metric_samples import sample as _sample
 from prometheus_client import REGISTRY
 
 from echo.config.settings import Settings
@@ -15,26 +15,11 @@ from echo.jobs.domain import JobState
 from echo.jobs.queue import JobQueue
 from echo.jobs.registry import Registry
 from echo.jobs.worker import Worker
-from echo.store import queries, testing
+from echo.store import queries
 from echo.store.pool import Store
 
 DAY = 86400.0
 SQL = queries.load("echo.jobs", "queries.sql")
-
-
-@pytest.fixture
-async def store(dsn: str) -> AsyncIterator[Store]:
-    async with testing.temporary_store(dsn, max_size=12) as store:
-        yield store
-
-
-@pytest.fixture
-def jobs(store: Store) -> JobQueue:
-    return JobQueue(store)
-
-
-def _sample(name: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
 async def _finished(

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from prometheus_client import REGISTRY
+from fakes.metric_samples import sample as _sample
 from structlog.testing import capture_logs
 
 from echo import supervision
@@ -23,17 +23,6 @@ from echo.store import testing
 from echo.store.pool import Store
 
 FAST = RetryPolicy(base_seconds=0.01, max_seconds=0.05, jitter=0)
-
-
-@pytest.fixture
-async def store(dsn: str) -> AsyncIterator[Store]:
-    async with testing.temporary_store(dsn, max_size=12) as store:
-        yield store
-
-
-@pytest.fixture
-def jobs(store: Store) -> JobQueue:
-    return JobQueue(store)
 
 
 @asynccontextmanager
@@ -70,10 +59,6 @@ async def state_is(jobs: JobQueue, job_id: int, state: JobState) -> JobInfo:
     await until(check, what=f"job {job_id} {state}")
     assert info is not None
     return info
-
-
-def _sample(name: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
 async def test_a_job_runs_once_and_is_done(store: Store, jobs: JobQueue) -> None:

@@ -70,6 +70,7 @@ def test_public_api_is_pinned() -> None:
         "MESSAGE_OVERHEAD_TOKENS",
         "TokenCount",
         "TokenizerUnavailable",
+        "content_text",
         "count_tokens",
         "estimate_tokens",
         "exact_tokens",

@@ -71,17 +71,8 @@ def role_of(message: Mapping[str, Any]) -> str:
     return "tool" if role == "function" else role
 
 
-def content_text(content: object) -> str:
-    """The text of a ``content``: a string, or its text parts joined by newlines (images left out)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(
-        part["text"]
-        for part in content
-        if isinstance(part, Mapping) and part.get("type") != "image_url" and isinstance(part.get("text"), str)
-    )
+content_text = tokens.content_text
+"""The text of a ``content``: a string, or its text parts joined by newlines (images left out)."""
 
 
 def kind_of(message: Mapping[str, Any]) -> Kind:
