@@ -47,6 +47,7 @@ bench: install
 	$(BIN)/python bench/hooks_latency.py
 	$(BIN)/python bench/tokens.py
 	$(BIN)/python bench/queue.py
+	$(BIN)/python bench/compression.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

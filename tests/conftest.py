@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import structlog
 from fakes.live_server import LiveServer
 from fakes.shared_data import API_KEY
 
@@ -59,3 +60,12 @@ async def store(dsn: str) -> AsyncIterator[Store]:
 @pytest.fixture
 def jobs(store: Store) -> JobQueue:
     return JobQueue(store)
+
+
+@pytest.fixture(autouse=True)
+def _structlog_restored() -> Iterator[None]:
+    """A CLI run in a test configures structlog for the process (level included); undo it afterwards,
+    so a later test's `capture_logs` sees every level."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)

@@ -85,12 +85,6 @@ def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
     uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False)
 
 
-def _not_in_this_version(command: str, capability: str) -> None:
-    raise click.ClickException(
-        f"`echoctl {command}` needs {capability}, which this version does not include yet"
-    )
-
-
 @main.command()
 @click.option(
     "--concurrency",
@@ -220,9 +214,164 @@ def migrate() -> None:
 
 @main.command()
 @click.argument("chat_id")
-def replay(chat_id: str) -> None:
-    """Print the rich shadow of one chat, turn by turn, with its hash chain."""
-    _not_in_this_version("replay", "the rich shadow")
+@click.option("--user", "-u", "user_id", required=True, help="The chat's user (Open WebUI user id).")
+@click.option("--model", default=None, help="The chat's model (summary window; summary model if unset).")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as POST /chats/{id}/compact does.")
+def compact(chat_id: str, user_id: str, model: str | None, as_json: bool) -> None:
+    """Summarise a chat's latest branch now, whatever the compression threshold.
+
+    Enqueues the `summary` job the echo_compression outlet would (everything but the keep_last tail,
+    under the valves in force: ECHO_VALVES_FILE and the valves saved under ECHO_DATA_DIR); a worker
+    (`echoctl worker`, or the one inside `echoctl serve`) makes it, and the chat's next turn uses
+    it. Same as `POST /chats/CHAT_ID/compact`. Exits 1 when ECHO never saw the chat for this user.
+    """
+    import asyncio
+    import json
+
+    from echo import logs
+    from echo.config import valves as valves_module
+    from echo.config.live import LiveConfig
+    from echo.filters import compression, compression_jobs
+    from echo.store import bootstrap
+    from echo.store import errors as store_errors
+
+    if not user_id.strip():
+        raise click.BadParameter("must not be empty", param_hint="'--user'")
+    settings = _load_settings()
+    logs.configure_logging(settings.log_level, settings.log_format)
+    config = LiveConfig(settings)
+    try:
+        config.load()
+    except ConfigError as error:
+        raise click.ClickException(f"invalid configuration: {error}") from error
+    valves = config.valves(compression.CompressionFilter.id)
+    if not isinstance(valves, valves_module.CompressionValves):  # pragma: no cover
+        raise click.ClickException("echo_compression has no compression valves")
+
+    async def run() -> compression_jobs.Compacted:
+        async with bootstrap.open_store(settings, application_name="echoctl-compact") as store:
+            return await compression_jobs.compact(
+                store, user_id=user_id.strip(), chat_id=chat_id, settings=valves, model=model
+            )
+
+    try:
+        done = asyncio.run(run())
+    except (store_errors.StoreError, ConfigError) as error:
+        raise click.ClickException(f"compaction failed: {error}") from error
+    if as_json:
+        click.echo(json.dumps(done.to_wire()))
+    elif done.outcome == "queued":
+        click.echo(f"summary job {done.job_id} {done.state}: {done.reason}")
+    elif done.outcome in ("summarised", "nothing"):
+        click.echo(done.reason)
+    if done.outcome in ("unknown_chat", "incomplete"):
+        raise click.ClickException(done.reason)
+
+
+def _styles() -> list[str]:
+    import typing
+
+    from echo.config import valves
+
+    return list(typing.get_args(valves.CompressionValves.model_fields["compression_style"].annotation))
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--threshold",
+    type=click.IntRange(1),
+    default=None,
+    help="compression_threshold_tokens for this replay (default: the configured valve).",
+)
+@click.option(
+    "--max-context",
+    type=click.IntRange(1),
+    default=None,
+    help="max_context_tokens for this replay (default: the configured valve).",
+)
+@click.option("--keep-last", type=click.IntRange(0), default=None, help="keep_last: messages always kept.")
+@click.option(
+    "--style", type=click.Choice(_styles()), default=None, help="compression_style of the summaries."
+)
+@click.option(
+    "--max-summary-tokens",
+    type=click.IntRange(1),
+    default=None,
+    help="max_summary_tokens (default: the valve, lowered to a quarter of a summary window it does not fit).",
+)
+@click.option(
+    "--every",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Print every Nth turn (and the last).",
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a PNG of context size per turn, with and without ECHO (needs matplotlib).",
+)
+@click.option("--chat", "chats", multiple=True, help="Only the chats with this id or title (repeatable).")
+@click.option(
+    "--tenant",
+    default="replay",
+    show_default=True,
+    help="Tenant (schema) the replay writes to: its own, so its worker never takes a live tenant's jobs.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Embedded state directory (ECHO_DATA_DIR, default ./.echo).",
+)
+@click.option("--verbose", is_flag=True, help="Logs at ECHO_LOG_LEVEL (default: warnings only).")
+def replay(
+    file: Path,
+    threshold: int | None,
+    max_context: int | None,
+    keep_last: int | None,
+    style: str | None,
+    max_summary_tokens: int | None,
+    every: int,
+    plot: Path | None,
+    chats: tuple[str, ...],
+    tenant: str,
+    data_dir: Path | None,
+    verbose: bool,
+) -> None:
+    """Replay a chat through the filters and show what ECHO sends, turn by turn.
+
+    FILE is an Open WebUI chat export (the JSON the UI downloads: one chat or a list of chats; the
+    branch on screen is replayed) or a LoCoMo conversation. Each turn goes through the inlets as Open
+    WebUI sends it, the recorded reply stands for the model's answer, then the outlets; the summary
+    jobs they queue run on an in-process worker (offline provider unless a model is configured)
+    before the next turn. Prints, per turn, the tokens Open WebUI would send without ECHO and with
+    it. Uses ECHO_DATABASE_URL, else the embedded PostgreSQL; the replay's user is forgotten after.
+    Valves come from ECHO_VALVES_FILE or the saved ones; the options override them (a --threshold
+    or --max-context applies whatever the chat's model).
+    """
+    from echo import logs
+    from echo.errors import EchoError
+    from echo.replay import command
+
+    settings = _load_settings(data_dir=data_dir, tenant=tenant)
+    logs.configure_logging(settings.log_level if verbose else "WARNING", settings.log_format)
+    options = command.Options(
+        threshold=threshold,
+        max_context=max_context,
+        keep_last=keep_last,
+        style=style,
+        max_summary_tokens=max_summary_tokens,
+        every=every,
+        plot=plot,
+        chats=chats,
+    )
+    try:
+        command.run(settings, file, options)
+    except EchoError as error:
+        raise click.ClickException(str(error)) from error
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m echo.cli`

@@ -210,7 +210,8 @@ COMPRESSION_REDUCTIONS = Counter(
 COMPRESSION_FAILURES = Counter(
     "echo_compression_failures_total",
     "Compression hooks that handed the body back unchanged, by phase (inlet|outlet) and reason"
-    " (store: unreachable or failing; error: anything else; config: the summary window's 80% rule).",
+    " (store: unreachable or failing; error: anything else; config: the summary window's 80% rule;"
+    " reference: a referenced chat left to Open WebUI).",
     ["phase", "reason"],
 )
 COMPRESSION_SUMMARIES = Counter(

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from echo import cli
 
-COMMANDS = ["serve", "worker", "operator", "migrate", "replay"]
+COMMANDS = ["serve", "worker", "operator", "migrate", "replay", "compact"]
 
 
 def test_help_lists_and_explains_every_command() -> None:
@@ -53,12 +53,6 @@ def test_bad_valves_file_names_file_and_field(tmp_path: Path) -> None:
     assert "invalid configuration" in result.output
     assert str(valves_file) in result.output
     assert "max_summary_tokens must be strictly below 80%" in result.output
-
-
-def test_replay_says_it_comes_with_the_rich_shadow() -> None:
-    result = CliRunner().invoke(cli.main, ["replay", "some-chat"])
-    assert result.exit_code == 1
-    assert "does not include yet" in result.output
 
 
 def test_operator_needs_a_scope() -> None:

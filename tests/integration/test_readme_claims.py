@@ -72,3 +72,16 @@ def test_compression_is_said_to_work_in_readme_and_in_models(client: httpx.Clien
 def test_routes_listed_as_not_built_are_absent(client: httpx.Client, method: str, path: str) -> None:
     assert "not built yet" in row_about("`/memories`")
     assert client.request(method, path, json={}).status_code in (404, 405)
+
+
+def test_manual_compaction_is_said_to_be_served(client: httpx.Client) -> None:
+    text = README.read_text(encoding="utf-8")
+    assert "manual compaction" not in row_about("`echo_compression`")  # not among what "comes later"
+    compression = text.split("## Context compression", 1)[1].split("\n## ", 1)[0]
+    assert "compact" not in compression.split("Not yet:", 1)[-1].split("\n\n", 1)[0]
+    http_section = text.split("## HTTP interface", 1)[1].split("\n## ", 1)[0]
+    assert "POST /chats/{chat_id}/compact" in http_section
+    assert "`compact CHAT_ID" in text.split("`echoctl` commands:", 1)[1].split("\n\n", 1)[0]
+    answer = client.post("/chats/c1/compact", json={"user_id": "u1"})
+    assert answer.status_code == 503  # served; this app has no store behind it
+    assert "no store" in answer.json()["detail"]

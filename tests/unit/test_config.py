@@ -41,6 +41,8 @@ def test_compression_valves_have_the_whole_seed_002_table() -> None:
         "show_debug_log": False,
         "show_token_usage_status": True,
         "token_usage_status_threshold": 80,
+        # ECHO's own addition: the longest wait for a referenced chat's summary (issue 8 item 3).
+        "reference_summary_wait_seconds": 10.0,
     }
     assert {key: defaults[key] for key in expected} == expected
     table = defaults["model_thresholds"]

@@ -87,3 +87,35 @@ async def test_other_failures_answer_the_body_unchanged() -> None:
     for flt, phase in ((_Masker("raise"), "inlet"), (_Plain("slow"), "outlet"), (_Plain("nan"), "outlet")):
         answer = await runner.run_hook(flt, BODY, context(phase))  # type: ignore[arg-type]
         assert json.loads(answer) == BODY
+
+
+class _Waiting(_Plain):
+    """A filter that needs `extension` seconds more than its 0.1 s deadline valve for this call."""
+
+    def __init__(self, extension: Any) -> None:
+        super().__init__("ok")
+        self.extension = extension
+
+    async def inlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
+        self.seen_deadline = ctx.deadline
+        await asyncio.sleep(0.4)
+        return {**body, "waited": True}
+
+    def deadline_extension(self, body: Any, ctx: base.HookContext) -> float:
+        if isinstance(self.extension, Exception):
+            raise self.extension
+        return float(self.extension)
+
+
+async def test_a_filter_may_extend_its_deadline_for_one_call() -> None:
+    assert isinstance(_Waiting(1.0), base.ExtendsDeadline)
+    started = time.monotonic()
+    answer = json.loads(await runner.run_hook(_Waiting(2.0), BODY, context("inlet")))
+    assert answer["waited"] is True  # 0.4 s of work passed a 0.1 s valve: the extension held
+    assert time.monotonic() - started < 2.0
+
+
+async def test_a_failing_or_negative_extension_keeps_the_valve_deadline() -> None:
+    for extension in (RuntimeError("broken"), -5.0):
+        answer = json.loads(await runner.run_hook(_Waiting(extension), BODY, context("inlet")))
+        assert "waited" not in answer  # cut at 0.1 s: the body comes back unchanged

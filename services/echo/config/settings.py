@@ -133,10 +133,14 @@ class Settings(BaseSettings):
         "dimension always comes from the embedder, and a different one makes /readyz fail.",
     )
     openwebui_url: str | None = Field(
-        None, description="Open WebUI base URL, for its files API (attachments read file text there)."
+        None,
+        description="Open WebUI base URL (its root), for its REST API: file text for attachments, the "
+        "transcript of a referenced chat ECHO has not seen (only a chat of the same user is used).",
     )
     openwebui_api_key: SecretStr | None = Field(
-        None, description="Open WebUI admin API key (`sk-…`) for the files API."
+        None,
+        description="Open WebUI admin API key (`sk-…`; Open WebUI needs ENABLE_API_KEYS=true) for its files "
+        "and chats API; an admin reads other users' chats while ENABLE_ADMIN_CHAT_ACCESS is on (default).",
     )
     embedding_model: str | None = Field(
         None,

@@ -149,6 +149,15 @@ class CompressionValves(Valves):
     token_usage_status_threshold: int = Field(
         80, ge=0, le=100, description="Usage (%) that shows the status."
     )
+    reference_summary_wait_seconds: float = Field(
+        10.0,
+        ge=0,
+        le=120,
+        description="ECHO's own valve: how long an inlet waits for the summary of a large referenced chat "
+        "(s) before injecting its transcript cut to the budget; the summary, once made, serves later "
+        "references. 10 s: a summary model answers within that for most chats, and the user waits a "
+        "turn, not a timeout. 0 = never wait. The inlet deadline bounds the wait too.",
+    )
     inlet_deadline_ms: int = Field(800, gt=0, le=60000, description="Inlet deadline (ms).")
     outlet_deadline_ms: int = Field(5000, gt=0, le=120000, description="Outlet deadline (ms).")
 

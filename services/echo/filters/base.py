@@ -10,7 +10,7 @@ from echo import bodies
 from echo.config import valves as valves_module
 from echo.filters import events as events_module
 
-__all__ = ["FailsClosed", "Filter", "HookContext", "Phase"]
+__all__ = ["ExtendsDeadline", "FailsClosed", "Filter", "HookContext", "Phase"]
 
 Phase = Literal["inlet", "outlet"]
 
@@ -53,3 +53,12 @@ class FailsClosed(Protocol):
     (it masks secrets): the hook answers with `fail_closed(body, ctx)` instead."""
 
     def fail_closed(self, body: dict[str, Any], ctx: HookContext) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class ExtendsDeadline(Protocol):
+    """A filter that may need more than its deadline valve for some calls (echo_compression waits up to
+    `reference_summary_wait_seconds` for a referenced chat's summary): the runner adds the seconds it
+    returns for this call."""
+
+    def deadline_extension(self, body: Mapping[str, Any], ctx: HookContext) -> float: ...

@@ -8,11 +8,18 @@ trimmed, within `max_context_tokens` of the chat's model. Status events go to `c
 usage (`show_token_usage_status`, from `token_usage_status_threshold` %), a warning above 90 %, and
 "summary applied". Open WebUI's background tasks (titles, queries: `metadata.task`) pass untouched.
 
+Referenced chats (`files` entries of type `chat`, `echo.filters.references`): each becomes one
+protected `<echo_reference>` block just before the current message (its stored summary, summary +
+tail, the whole chat, or a summary made now: the one inlet that may wait on an LLM, at most
+`reference_summary_wait_seconds`, asked for with `deadline_extension`), and leaves `files`.
+
 Outlet (never waits on an LLM; the body comes back unchanged): the branch's messages are stored
 once per user by invariant hash (Open WebUI's `output` items are unfolded into the tool-call
-messages the inlet sees, so both sides hash the same turns); when the branch, as the next inlet
-would assemble it, reaches `compression_threshold_tokens`, one `summary` job is enqueued for the
-branch point (`echo.jobs.summary`), idempotent on `summary_job_key`: a replayed outlet adds nothing.
+messages the inlet sees, so both sides hash the same turns) and recorded as the chat's latest branch
+(`Conversations.record_head`: referenced chats and manual compaction read it); when the branch,
+as the next inlet would assemble it, reaches `compression_threshold_tokens`, one `summary` job is
+enqueued for the branch point (`echo.jobs.summary`), idempotent on `summary_job_key`: a replayed
+outlet adds nothing.
 
 Failure policy (DESIGN §6): on a store error either hook returns the body unchanged, logs with the
 chat id, counts `echo_compression_failures_total` and adds a warning event. Without a store (an app
@@ -34,14 +41,14 @@ from typing import Any, TypeVar
 import structlog
 
 from echo import chain, metrics, tokens
-from echo.compression import assembly, budgets, locales, planning, selection
+from echo.compression import assembly, budgets, locales, planning, references, selection
 from echo.compression import messages as msgs
-from echo.config import thresholds
 from echo.config import valves as valves_module
 from echo.errors import ConfigError
-from echo.filters import base
+from echo.filters import base, compression_jobs
 from echo.filters import events as events_module
-from echo.jobs import kinds, queue, summary
+from echo.filters import references as references_filter
+from echo.jobs import queue, summary
 from echo.store import conversations, pool
 from echo.store import errors as store_errors
 
@@ -213,8 +220,14 @@ class CompressionFilter:
         "Outlet: stores the branch and, past compression_threshold_tokens, queues a background summary."
     )
 
-    def __init__(self, store: StoreProvider | None = None, costs: Costs | None = None) -> None:
+    def __init__(
+        self,
+        store: StoreProvider | None = None,
+        costs: Costs | None = None,
+        openwebui: references_filter.OpenWebUIProvider | None = None,
+    ) -> None:
         self._store_provider: StoreProvider = store or (lambda: None)
+        self._openwebui_provider: references_filter.OpenWebUIProvider = openwebui or (lambda: None)
         self.costs = costs or Costs()
         self._ports: tuple[pool.Store, conversations.Conversations, queue.JobQueue] | None = None
         self._remembered: dict[tuple[str, str, str], None] = {}
@@ -278,6 +291,18 @@ class CompressionFilter:
 
     # -- inlet ---------------------------------------------------------------------------------
 
+    def deadline_extension(self, body: Mapping[str, Any], ctx: base.HookContext) -> float:
+        """Seconds to add to the inlet's deadline for this call: `reference_summary_wait_seconds`
+        when the body references chats and a store can summarise them, else 0 (the one inlet that
+        may wait on an LLM, seed 002; the hook runner asks before it starts the clock)."""
+        if ctx.phase != "inlet" or ctx.ids.task or self._store_provider() is None:
+            return 0.0
+        metadata = body.get("metadata")
+        found = references.chat_references(
+            body.get("files"), metadata.get("files") if isinstance(metadata, Mapping) else None
+        )
+        return float(self._valves(ctx).reference_summary_wait_seconds) if found else 0.0
+
     async def inlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
         messages = self._messages(body)
         if ctx.ids.task or messages is None:
@@ -298,20 +323,71 @@ class CompressionFilter:
                 return body
         chosen = selection.select_summary(turns.hashes, [row.summary]) if row is not None else None
         locale = row.locale if row is not None and chosen is not None else None
+        applied = await self._references(body, messages, ctx, settings, limits, model, base_model, locale)
+        sent = messages
+        if applied is not None and applied.resolved:  # protected blocks: kept whole, out of any summary
+            sent = references_filter.insert_blocks(
+                messages, [item.block.message for item in applied.resolved]
+            )
 
         def assemble() -> assembly.Assembly:
             found = locale or locales.detect_locale(_user_texts(messages))
             return assembly.assemble(
-                messages, policy=policy, summary=chosen, locale=found, counter=self.costs.count
+                sent, policy=policy, summary=chosen, locale=found, counter=self.costs.count
             )
 
         result = await self._cpu(len(messages), assemble)
         self._report(result, limits, settings, ctx)
+        if applied is not None:
+            ctx.events.extend(applied.events)
+            if applied.resolved:
+                new = references_filter.strip_files(body, applied.taken)
+                return {**new, "messages": [dict(message) for message in result.messages]}
         if len(result.messages) == len(messages) and all(
             new is old for new, old in zip(result.messages, messages, strict=True)
         ):
             return body
         return {**body, "messages": [dict(message) for message in result.messages]}
+
+    async def _references(
+        self,
+        body: Mapping[str, Any],
+        messages: Sequence[Mapping[str, Any]],
+        ctx: base.HookContext,
+        settings: valves_module.CompressionValves,
+        limits: budgets.Thresholds,
+        model: str | None,
+        base_model: str | None,
+        locale: str | None,
+    ) -> references_filter.Applied | None:
+        """The referenced chats of this request (`files` entries of type `chat`), resolved
+        (`echo.filters.references`); None when there are none or no store to read them from."""
+        metadata = body.get("metadata")
+        found = references.chat_references(
+            body.get("files"), metadata.get("files") if isinstance(metadata, Mapping) else None
+        )
+        ports = self._stores()
+        if not found or ports is None or not ctx.ids.user_id:
+            return None
+        request_tokens = sum(msgs.message_tokens(message, self.costs.count) for message in messages)
+        resolver = references_filter.Resolver(
+            *ports,
+            self._openwebui_provider(),
+            turns_of=lambda turn_messages: self.costs.turns(turn_messages, msgs.kinds_of(turn_messages)),
+            unfold=unfold_output_items,
+            counter=self.costs.count,
+        )
+        return await resolver.resolve_all(
+            found,
+            user_id=ctx.ids.user_id,
+            budget=references.reference_budget(limits.max_context_tokens, request_tokens, len(found)),
+            settings=settings,
+            model=model,
+            base_model=base_model,
+            locale=locale or locales.detect_locale(_user_texts(messages)),
+            deadline=ctx.deadline,
+            chat_id=ctx.ids.chat_id,
+        )
 
     def _report(
         self,
@@ -382,7 +458,15 @@ class CompressionFilter:
         store, conversation_store, jobs = ports
         try:
             await self._remember(store, conversation_store, user_id, unfolded, turns)
-            row = await conversation_store.best_summary(user_id, turns.hashes)
+            lookup = conversation_store.best_summary(user_id, turns.hashes)
+            if ctx.ids.chat_id:  # the chat's latest branch (referenced chats, manual compaction)
+                invariants = [link.invariant for link in turns.links]
+                head = conversation_store.record_head(
+                    user_id, ctx.ids.chat_id, invariants, head_hash=turns.hashes[-1]
+                )
+                row, _ = await asyncio.gather(lookup, head)  # two round trips at once
+            else:
+                row = await lookup
             previous = selection.select_summary(turns.hashes, [row.summary]) if row is not None else None
             result = await self._cpu(
                 len(unfolded),
@@ -404,15 +488,8 @@ class CompressionFilter:
             job = self._job(plan, turns, settings, unfolded, model, base_model, user_id, ctx)
             if job is None:
                 return body
-            planned = {
-                link.invariant: conversations.stored_message(unfolded[position])
-                for link, position in zip(turns.links[plan.start : plan.stop], plan.positions, strict=True)
-            }
-            async with store.transaction() as connection:
-                await conversation_store.remember(user_id, planned, connection=connection)
-                job_id = await jobs.enqueue(
-                    kinds.SUMMARY, job.to_payload(), idempotency_key=job.key, connection=connection
-                )
+            planned = compression_jobs.planned_messages(plan, turns, unfolded)
+            job_id = await compression_jobs.enqueue_summary(store, conversation_store, jobs, job, planned)
             log.info(
                 "summary_enqueued",
                 job_id=job_id,
@@ -458,21 +535,18 @@ class CompressionFilter:
         ctx: base.HookContext,
     ) -> summary.SummaryJob | None:
         try:
-            window = budgets.summary_window(settings, model, base_model)
+            return compression_jobs.summary_job(
+                plan,
+                turns,
+                settings,
+                messages,
+                model=model,
+                base_model=base_model,
+                user_id=user_id,
+                chat_id=ctx.ids.chat_id,
+            )
         except ConfigError as error:
             metrics.COMPRESSION_FAILURES.labels(ctx.phase, "config").inc()
             log.error("summary_not_planned", error=str(error))
             ctx.events.append(events_module.StatusEvent(f"{self.name}: no summary, {error}", "error"))
             return None
-        return summary.SummaryJob.planned(
-            plan,
-            user_id=user_id,
-            parent=turns.hashes[plan.start - 1] if plan.start else None,
-            model=settings.summary_model or (thresholds.normalise_model_id(model) if model else ""),
-            window=window,
-            style=settings.compression_style,
-            temperature=settings.summary_temperature,
-            fail_mode=settings.summary_fail_mode,
-            locale=locales.detect_locale(_user_texts(messages)),
-            chat_id=ctx.ids.chat_id,
-        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from echo.filters import base, compression, context, passthrough, pipe
+from echo.filters import base, compression, context, passthrough, pipe, references
 from echo.filters import masking as masking_filter
 
 __all__ = ["FilterSet", "build_filters"]
@@ -27,11 +27,13 @@ def build_filters(
     on_masked: masking_filter.OnMasked,
     *,
     store: compression.StoreProvider | None = None,
+    openwebui: references.OpenWebUIProvider | None = None,
 ) -> FilterSet:
-    """The filters and pipe hooks; `store` gives the running service's store (None without backends)."""
+    """The filters and pipe hooks; `store` gives the running service's store (None without backends),
+    `openwebui` the Open WebUI API client referenced chats are read from (None unless configured)."""
     filters: list[base.Filter] = [
         context.ContextFilter(on_masked),
-        compression.CompressionFilter(store),
+        compression.CompressionFilter(store, openwebui=openwebui),
         passthrough.MemoryFilter(),
     ]
     pipes = [pipe.PipeFilter(model, on_masked) for model in pipe_models]

@@ -16,8 +16,9 @@ from echo import metrics, supervision
 from echo.config import live as live_config
 from echo.config import settings as settings_module
 from echo.filters import registry
-from echo.hooks import ops, pipe, protocol, security
+from echo.hooks import chats, ops, pipe, protocol, security
 from echo.llm import gemini_chat
+from echo.openwebui import client as openwebui_client
 
 __all__ = ["create_app"]
 
@@ -86,6 +87,11 @@ def create_app(
     auth = security.BearerAuth(settings.api_key.get_secret_value() if settings.api_key else None)
     if not auth.enabled:
         log.warning("auth_disabled", reason="ECHO_API_KEY is not set: every caller is trusted")
+    openwebui = None
+    if settings.openwebui_url and settings.openwebui_api_key is not None:
+        openwebui = openwebui_client.OpenWebUI(
+            settings.openwebui_url, settings.openwebui_api_key.get_secret_value()
+        )
     if chat is None:
         log.warning("pipes_disabled", reason="no Gemini key (ECHO_GEMINI_API_KEY): no echo.* pipe models")
 
@@ -101,6 +107,8 @@ def create_app(
             await supervisor.aclose()
             if chat is not None:
                 await chat.aclose()
+            if openwebui is not None:
+                await openwebui.aclose()
 
     app = FastAPI(
         title="echo-hooks", version=echo.__version__, lifespan=lifespan, docs_url=None, redoc_url=None
@@ -114,6 +122,7 @@ def create_app(
         settings.pipe_models,
         _count_masked("outlet"),
         store=lambda: getattr(app.state.backends, "store", None),
+        openwebui=lambda: openwebui,
     )
 
     @app.exception_handler(Exception)
@@ -123,6 +132,11 @@ def create_app(
 
     app.include_router(ops.build_ops_router(config))
     for prefix in ("", "/v1"):
+        app.include_router(  # before the protocol's `/{id}/filter/{phase}`, which `/chats/filter/…` matches
+            chats.build_chats_router(config, max_body_bytes=settings.max_body_bytes),
+            prefix=prefix,
+            dependencies=[Depends(auth)],
+        )
         app.include_router(
             protocol.build_protocol_router(
                 filter_set=filter_set,

@@ -81,6 +81,11 @@ async def run_hook(
     """
     started = time.perf_counter()
     seconds = deadline_seconds(ctx)
+    if isinstance(flt, base.ExtendsDeadline):
+        try:
+            seconds += max(0.0, float(flt.deadline_extension(body, ctx)))
+        except Exception:
+            log.exception("deadline_extension_failed", filter=ctx.filter_id)
     # The same `events` list: what the filter appends is what the caller reads back.
     ctx = dataclasses.replace(ctx, deadline=time.monotonic() + seconds, events=ctx.events)
     outcome = "ok"

@@ -7,8 +7,14 @@ hashes, not transcripts. A summary is keyed by ``(user_id, covered_hash)``: the 
 the last turn it covers (``echo.compression.selection``); ``best_summary`` is the inlet's one indexed
 lookup. Every read and write names the user: a user never reads another user's rows.
 
-Forgetting: ``forget`` deletes a user's summaries and messages. No ``DELETE /users/{id}`` registry
-exists yet; whoever builds it registers ``Conversations.forget`` there.
+Chat heads (migration 0005): ``record_head`` keeps, per user and Open WebUI chat id, the latest branch
+ECHO has seen (the ordered invariant hashes of its turns; echo_compression's outlet writes it on every
+completed turn) and ``latest_branch`` reads it back. Referenced chats (``echo.filters.references``)
+rebuild a chat's transcript from it, and manual compaction (``POST /chats/{chat_id}/compact``)
+summarises "the chat's latest branch" from it: one table for both.
+
+Forgetting: ``forget`` deletes a user's summaries, messages and chat heads. No ``DELETE /users/{id}``
+registry exists yet; whoever builds it registers ``Conversations.forget`` there.
 """
 
 from __future__ import annotations
@@ -203,12 +209,44 @@ class Conversations:
         return summary_id is not None
 
     async def forget(self, user_id: str) -> tuple[int, int]:
-        """Delete every summary and message of a user; the counts (summaries, messages) deleted."""
+        """Delete every summary, message and chat head of a user; the counts (summaries, messages) deleted."""
         sql = _sql()
         async with self.store.transaction() as connection:
             summaries = await connection.execute(sql["forget_summaries"], user_id)
             messages = await connection.execute(sql["forget_messages"], user_id)
+            await connection.execute(sql["forget_heads"], user_id)
         return _count(summaries), _count(messages)
+
+    async def record_head(
+        self,
+        user_id: str,
+        chat_id: str,
+        invariants: Sequence[str],
+        *,
+        head_hash: str | None = None,
+        connection: pool.Connection | None = None,
+    ) -> None:
+        """Record the latest branch of a chat: its turns' invariant hashes, in order (system messages
+        excluded). ``head_hash``, the cumulative hash of the last turn, is computed when not given."""
+        if not chat_id:
+            return
+        ordered = list(invariants)
+        if head_hash is None:
+            for invariant in ordered:
+                head_hash = chain.cumulative_hash(invariant, head_hash)
+        args = (user_id, chat_id, ordered, head_hash)
+        if connection is not None:
+            await connection.execute(_sql()["record_head"], *args)
+        else:
+            await self.store.execute(_sql()["record_head"], *args)
+
+    async def latest_branch(self, user_id: str, chat_id: str) -> list[str] | None:
+        """The invariant hashes of the latest branch recorded for a chat of this user, in order; None
+        when ECHO has not seen the chat (or it belongs to another user)."""
+        if not chat_id:
+            return None
+        found = await self.store.fetchval(_sql()["latest_branch"], user_id, chat_id)
+        return None if found is None else list(found)
 
 
 def _count(status: str) -> int:

@@ -52,3 +52,22 @@ DELETE FROM summaries WHERE user_id = $1;
 
 -- name: forget_messages
 DELETE FROM messages WHERE user_id = $1;
+
+-- name: record_head
+-- The latest branch of chat $2 of user $1 (migration 0005): its turns' invariant hashes in order, and
+-- the cumulative hash of the last one. Written by echo_compression's outlet on every completed turn;
+-- an unchanged head is not rewritten (a replayed outlet touches nothing).
+INSERT INTO chat_heads (user_id, chat_id, invariants, head_hash, turns)
+VALUES ($1, $2, $3::text[], $4, cardinality($3::text[]))
+ON CONFLICT (user_id, chat_id) DO UPDATE
+SET invariants = EXCLUDED.invariants, head_hash = EXCLUDED.head_hash, turns = EXCLUDED.turns,
+    updated_at = now()
+WHERE chat_heads.head_hash IS DISTINCT FROM EXCLUDED.head_hash;
+
+-- name: latest_branch
+SELECT invariants
+FROM chat_heads
+WHERE user_id = $1 AND chat_id = $2;
+
+-- name: forget_heads
+DELETE FROM chat_heads WHERE user_id = $1;
