@@ -15,14 +15,13 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from click.testing import CliRunner
+from fakes import hooks_service
 from fakes.live_server import LiveServer
 from fakes.metric_samples import sample
 from fakes.shared_data import API_KEY
@@ -49,50 +48,13 @@ VALVES = {
 }
 
 
-@dataclass
-class _Backends:
-    store: Store
-
-    async def readiness(self) -> dict[str, dict[str, Any]]:
-        return {"store": {"ok": True}}
-
-
-def _backends(dsn: str, schema: str, *, broken: bool = False) -> Callable[[Settings], Any]:
-    @asynccontextmanager
-    async def open_backends(settings: Settings) -> AsyncIterator[_Backends]:
-        store = await Store.open(dsn, schema=schema, max_size=4)
-        if broken:  # every call now fails as with a server that went away
-            await store.close()
-        try:
-            yield _Backends(store)
-        finally:
-            await store.close()
-
-    return open_backends
-
-
-@pytest.fixture
-async def store(dsn: str) -> AsyncIterator[Store]:
-    async with testing.temporary_store(dsn, max_size=6) as store:
-        yield store
-
-
 @pytest.fixture
 def offline(tmp_path: Path) -> Settings:
     return Settings(data_dir=tmp_path / "echo", api_key=API_KEY, llm_provider="offline")
 
 
-@asynccontextmanager
-async def serving(
-    settings: Settings, dsn: str, schema: str, *, broken: bool = False
-) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings, backends=_backends(dsn, schema, broken=broken))
-    with LiveServer(app, name="echo-hooks") as live:
-        headers = {"Authorization": f"Bearer {API_KEY}"}
-        async with httpx.AsyncClient(base_url=live.url, headers=headers, timeout=20) as http:
-            updated = await http.post("/echo_compression/valves/update", json=VALVES)
-            assert updated.status_code == 200, updated.text
-            yield http
+def serving(settings: Settings, dsn: str, schema: str, *, broken: bool = False) -> Any:
+    return hooks_service.serving(settings, dsn, schema, compression_valves=VALVES, broken=broken)
 
 
 @pytest.fixture

@@ -12,27 +12,24 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fakes import hooks_service
 from fakes.gemini_server import FakeGemini
-from fakes.live_server import LiveServer
 from fakes.shared_data import API_KEY
 from prometheus_client import REGISTRY
 
 from echo.compression import messages as msgs
 from echo.config.settings import Settings
-from echo.hooks import create_app
 from echo.jobs import kinds, summary
 from echo.jobs.domain import KindPolicy, RetryPolicy
 from echo.jobs.registry import Registry
 from echo.jobs.worker import Worker
 from echo.llm import factory
-from echo.store import conversations, testing
+from echo.store import conversations
 from echo.store.pool import Store
 
 USER = {"id": "u1", "name": "Ada", "email": "ada@example.org", "role": "user"}
@@ -55,50 +52,17 @@ TOPICS = [
 ]
 
 
-@dataclass
-class _Backends:
-    store: Store
-
-    async def readiness(self) -> dict[str, dict[str, Any]]:
-        return {"store": {"ok": True}}
-
-
-def _backends(dsn: str, schema: str, *, broken: bool = False) -> Callable[[Settings], Any]:
-    @asynccontextmanager
-    async def open_backends(settings: Settings) -> AsyncIterator[_Backends]:
-        store = await Store.open(dsn, schema=schema, max_size=4)
-        if broken:  # every call now fails as with a server that went away
-            await store.close()
-        try:
-            yield _Backends(store)
-        finally:
-            await store.close()
-
-    return open_backends
-
-
-@pytest.fixture
-async def store(dsn: str) -> AsyncIterator[Store]:
-    async with testing.temporary_store(dsn, max_size=6) as store:
-        yield store
-
-
 @pytest.fixture
 def offline(tmp_path: Path) -> Settings:
     return Settings(data_dir=tmp_path / "echo", api_key=API_KEY, llm_provider="offline")
 
 
-@asynccontextmanager
-async def serving(
+def serving(
     settings: Settings, dsn: str, schema: str, *, broken: bool = False, valves: dict[str, Any] | None = None
-) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings, backends=_backends(dsn, schema, broken=broken))
-    with LiveServer(app, name="echo-hooks") as live:
-        headers = {"Authorization": f"Bearer {API_KEY}"}
-        async with httpx.AsyncClient(base_url=live.url, headers=headers, timeout=20) as http:
-            updated = await http.post("/echo_compression/valves/update", json={**VALVES, **(valves or {})})
-            assert updated.status_code == 200, updated.text
-            yield http
+) -> Any:
+    return hooks_service.serving(
+        settings, dsn, schema, compression_valves={**VALVES, **(valves or {})}, broken=broken
+    )
 
 
 @pytest.fixture

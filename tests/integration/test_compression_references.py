@@ -17,12 +17,12 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fakes import hooks_service
 from fakes.live_server import LiveServer
 from fakes.shared_data import API_KEY, FIXTURES
 from prometheus_client import REGISTRY
@@ -37,7 +37,7 @@ from echo.config import valves
 from echo.config.settings import Settings
 from echo.filters import base
 from echo.filters import compression as compression_filter
-from echo.hooks import create_app, runner
+from echo.hooks import runner
 from echo.jobs import kinds
 from echo.jobs.registry import Registry
 from echo.jobs.worker import Worker
@@ -63,42 +63,13 @@ OWUI_KEY = "sk-test-admin-key"
 # -- helpers -------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Backends:
-    store: Store
-
-    async def readiness(self) -> dict[str, dict[str, Any]]:
-        return {"store": {"ok": True}}
-
-
-def _backends(dsn: str, schema: str) -> Callable[[Settings], Any]:
-    @asynccontextmanager
-    async def open_backends(settings: Settings) -> AsyncIterator[_Backends]:
-        store = await Store.open(dsn, schema=schema, max_size=4)
-        try:
-            yield _Backends(store)
-        finally:
-            await store.close()
-
-    return open_backends
-
-
 @pytest.fixture
 def offline(tmp_path: Path) -> Settings:
     return Settings(data_dir=tmp_path / "echo", api_key=API_KEY, llm_provider="offline")
 
 
-@asynccontextmanager
-async def serving(
-    settings: Settings, dsn: str, schema: str, **changed: Any
-) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings, backends=_backends(dsn, schema))
-    with LiveServer(app, name="echo-hooks") as live:
-        headers = {"Authorization": f"Bearer {API_KEY}"}
-        async with httpx.AsyncClient(base_url=live.url, headers=headers, timeout=30) as http:
-            updated = await http.post("/echo_compression/valves/update", json={**VALVES, **changed})
-            assert updated.status_code == 200, updated.text
-            yield http
+def serving(settings: Settings, dsn: str, schema: str, **changed: Any) -> Any:
+    return hooks_service.serving(settings, dsn, schema, compression_valves={**VALVES, **changed})
 
 
 def conversation(turns: int, topic: str = "the trip") -> list[dict[str, Any]]:

@@ -1,0 +1,64 @@
+"""echo-hooks served for real (uvicorn) over a tenant schema of the test PostgreSQL, with chosen valves."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from fakes.live_server import LiveServer
+from fakes.shared_data import API_KEY
+
+from echo.config.settings import Settings
+from echo.hooks import create_app
+from echo.store.pool import Store
+
+__all__ = ["StoreBackends", "serving", "store_backends"]
+
+
+@dataclass
+class StoreBackends:
+    """The backends `create_app` gets: the store only (no embedder or vectors needed)."""
+
+    store: Store
+
+    async def readiness(self) -> dict[str, dict[str, Any]]:
+        return {"store": {"ok": True}}
+
+
+def store_backends(dsn: str, schema: str, *, broken: bool = False) -> Callable[[Settings], Any]:
+    """Opens `schema` for the app's lifetime; `broken`: closed at once, as a server that went away."""
+
+    @asynccontextmanager
+    async def open_backends(settings: Settings) -> AsyncIterator[StoreBackends]:
+        store = await Store.open(dsn, schema=schema, max_size=4)
+        if broken:
+            await store.close()
+        try:
+            yield StoreBackends(store)
+        finally:
+            await store.close()
+
+    return open_backends
+
+
+@asynccontextmanager
+async def serving(
+    settings: Settings,
+    dsn: str,
+    schema: str,
+    *,
+    compression_valves: Mapping[str, Any],
+    broken: bool = False,
+    client_timeout_s: float = 30,
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the live service, authenticated, after `echo_compression`'s valves were set."""
+    app = create_app(settings, backends=store_backends(dsn, schema, broken=broken))
+    with LiveServer(app, name="echo-hooks") as live:
+        headers = {"Authorization": f"Bearer {API_KEY}"}
+        async with httpx.AsyncClient(base_url=live.url, headers=headers, timeout=client_timeout_s) as http:
+            updated = await http.post("/echo_compression/valves/update", json=dict(compression_valves))
+            assert updated.status_code == 200, updated.text
+            yield http
