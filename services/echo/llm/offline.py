@@ -2,10 +2,13 @@
 
 Deterministic and without network: a text request gets an extractive summary of its messages (see
 ``extractive``); a JSON request gets an object shaped by its schema. Fields are filled by name —
-``summary``/``text``/``content`` an extractive summary (at most 1000 words, the distillation's upper
-bound), ``*importance*`` 1–5 from cues, ``*_id``/``id``/``slug`` a short slug, ``tags``/``keywords``
-3–5 frequent content words — and otherwise by type (enum's first value, ``default``, minimum, empty).
-The answer budget is ``max_output_tokens`` read as words at 0.75 word per token.
+``summary``/``text``/``content`` an extractive summary (at most 1,300 tokens, about the distillation's
+upper bound of 1000 words), ``*importance*`` 1–5 from cues, ``*_id``/``id``/``slug`` a short slug,
+``tags``/``keywords`` 3–5 frequent content words — and otherwise by type (enum's first value,
+``default``, minimum, empty). The budget is ``max_output_tokens``, in o200k_base tokens: a text
+answer never exceeds it; a JSON answer keeps its summary under it less room for the other fields,
+and shortens the summary when the whole answer would still exceed it. Usage is estimated in tokens
+(``echo.tokens``).
 
 It says it is degraded everywhere: a warning ``llm_offline`` with the reason when created, the
 ``echo_llm_offline_total{purpose}`` counter per generation, and ``provider="offline"`` on results.
@@ -22,7 +25,7 @@ from typing import Any
 
 import structlog
 
-from echo import metrics
+from echo import metrics, tokens
 from echo.llm import calls, extractive, retries
 from echo.llm.interface import LLMRequest, LLMResult, Usage
 
@@ -30,9 +33,9 @@ __all__ = ["OfflineLLM", "fill_schema"]
 
 log = structlog.get_logger("echo.llm")
 
-_WORDS_PER_TOKEN = 0.75
-_SUMMARY_MAX_WORDS = 1000  # seed 000: a distilled memory summary is 100–1000 words
-_JSON_OVERHEAD_WORDS = 40  # words of the budget kept for the other fields of a JSON answer
+_SUMMARY_MAX_TOKENS = 1300  # seed 000: a distilled memory summary is 100–1000 words
+_JSON_OVERHEAD_TOKENS = 60  # tokens of the budget kept for the other fields of a JSON answer
+_JSON_SHRINKS = 4  # times a JSON answer over budget is remade with a shorter summary
 _TAGS = ("tags", "keywords", "topics", "labels")
 _FALLBACK_TAGS = ("conversation", "context", "notes", "memory", "general")
 _NO_RETRY = retries.RetryPolicy(max_retries=0)
@@ -43,12 +46,12 @@ class _Source:
     """The text a JSON answer is made from, with its heuristics computed once each."""
 
     text: str
-    budget_words: int
+    budget_tokens: int
 
     @cached_property
     def summary(self) -> str:
-        room = max(self.budget_words - _JSON_OVERHEAD_WORDS, self.budget_words // 2)
-        budget = max(1, min(room, _SUMMARY_MAX_WORDS))
+        room = max(self.budget_tokens - _JSON_OVERHEAD_TOKENS, self.budget_tokens // 2)
+        budget = max(1, min(room, _SUMMARY_MAX_TOKENS))
         return extractive.summarize(self.text, budget)
 
     @cached_property
@@ -70,9 +73,22 @@ def _kind(schema: Mapping[str, Any]) -> str | None:
     return kind.lower() if isinstance(kind, str) else None  # Gemini spells types in capitals
 
 
-def fill_schema(schema: Mapping[str, Any], text: str, budget_words: int = 1500) -> Any:
-    """A value of ``schema`` made from ``text``, its summaries within ``budget_words`` words."""
-    return _fill(schema, _Source(text, budget_words))
+def fill_schema(schema: Mapping[str, Any], text: str, budget_tokens: int = 2000) -> Any:
+    """A value of ``schema`` made from ``text``, its summaries within ``budget_tokens`` tokens."""
+    return _fill(schema, _Source(text, budget_tokens))
+
+
+def _json_answer(schema: Mapping[str, Any], text: str, budget_tokens: int) -> str:
+    """``fill_schema`` as JSON; remade with a summary budget cut by the excess while it is too long."""
+    budget = budget_tokens
+    answer = json.dumps(fill_schema(schema, text, budget), ensure_ascii=False)
+    for _ in range(_JSON_SHRINKS):
+        excess = tokens.estimate_tokens(answer) - budget_tokens
+        if excess <= 0 or budget <= 1:
+            break
+        budget = max(1, budget - 2 * excess)
+        answer = json.dumps(fill_schema(schema, text, budget), ensure_ascii=False)
+    return answer
 
 
 def _fill(schema: Mapping[str, Any], source: _Source, name: str = "") -> Any:
@@ -135,14 +151,13 @@ class OfflineLLM:
 
         async def attempt() -> calls.Answer:
             metrics.LLM_OFFLINE.labels(request.purpose).inc()
-            budget = max(1, int(request.max_output_tokens * _WORDS_PER_TOKEN))
+            budget = max(1, request.max_output_tokens)
             if request.json_schema is None:
                 text = extractive.summarize(request.input_text, budget)
             else:
-                value = fill_schema(request.json_schema, request.input_text, budget)
-                text = json.dumps(value, ensure_ascii=False)
-            prompt = extractive.size(f"{request.system}\n{request.input_text}")
-            usage = Usage(round(prompt / _WORDS_PER_TOKEN), round(extractive.size(text) / _WORDS_PER_TOKEN))
+                text = _json_answer(request.json_schema, request.input_text, budget)
+            prompt = tokens.estimate_tokens(f"{request.system}\n{request.input_text}")
+            usage = Usage(prompt, tokens.estimate_tokens(text))
             return calls.Answer(text=text, usage=usage, finish_reason="stop")
 
         return await calls.generate(self.provider_name, request, attempt, _NO_RETRY)
