@@ -123,13 +123,30 @@ class _Shape:
     current: int
 
     @classmethod
-    def of(cls, messages: Sequence[Mapping[str, Any]]) -> _Shape:
-        kinds = msgs.kinds_of(messages)
+    def of(cls, messages: Sequence[Mapping[str, Any]], kinds: Sequence[msgs.Kind] | None = None) -> _Shape:
+        kinds = msgs.kinds_of(messages) if kinds is None else tuple(kinds)
         positions = msgs.turn_positions(kinds)
         groups = grp.turn_groups(messages, positions)
         last_user = msgs.last_user_turn(messages, positions)
         current = len(positions) if last_user is None else last_user
         return cls(kinds, positions, groups, grp.boundaries(groups, len(positions)), current)
+
+
+def _bisect_left(ordered: Sequence[int], value: int) -> int:
+    """How many items of ascending ``ordered`` are below ``value``."""
+    low, high = 0, len(ordered)
+    while low < high:
+        middle = (low + high) // 2
+        if ordered[middle] < value:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def _bisect_right(ordered: Sequence[int], value: int) -> int:
+    """How many items of ascending ``ordered`` are at most ``value``."""
+    return _bisect_left(ordered, value + 1)
 
 
 def _layout(policy: AssemblyPolicy, summary: sel.StoredSummary | None, shape: _Shape) -> tuple[int, int]:
@@ -155,18 +172,19 @@ def _slots(
 ) -> list[_Slot]:
     """The assembled request before the budget: the head, the summary ``standin`` (if any) for the
     turns of ``span`` with the system and protected messages that stood among them, the tail."""
-    group_of = [0] * len(shape.positions)
-    for index, group in enumerate(shape.groups):
-        group_of[group.start : group.stop] = [index] * len(group)
-    turn_at = {position: turn for turn, position in enumerate(shape.positions)}
+    starts = [group.start for group in shape.groups]
+    positions = shape.positions
     slots: list[_Slot] = []
 
     def add(position: int) -> None:
         kind = shape.kinds[position]
         if kind is msgs.Kind.INJECTED:
             return
-        turn = turn_at.get(position)
-        unit = group_of[turn] if turn is not None and turn < shape.current else None
+        unit = None
+        if kind is msgs.Kind.TURN:  # turns are the kind's positions, in order: find its index
+            turn = _bisect_left(positions, position)
+            if turn < shape.current:
+                unit = _bisect_right(starts, turn) - 1  # its group
         message = replaced.get(position, messages[position])
         cost = costs[position] if message is messages[position] else msgs.message_tokens(message, counter)
         slots.append(_Slot(message, cost, kind, unit))
@@ -191,9 +209,19 @@ def assemble(
     summary: sel.StoredSummary | None = None,
     locale: str = locales.DEFAULT_LOCALE,
     counter: msgs.TokenCounter = tokens.estimate_tokens,
+    kinds: Sequence[msgs.Kind] | None = None,
+    costs: Sequence[int] | None = None,
 ) -> Assembly:
-    """The request to send for ``messages`` with ``summary`` (already selected for this branch)."""
-    shape = _Shape.of(messages)
+    """The request to send for ``messages`` with ``summary`` (already selected for this branch).
+
+    ``kinds`` and ``costs``, when given, are ``messages.kinds_of(messages)`` and every message's
+    ``messages.message_tokens`` priced by ``counter``, computed (and cached) by the caller.
+    """
+    if kinds is not None and len(kinds) != len(messages):
+        raise ValueError(f"kinds has {len(kinds)} entries for {len(messages)} messages")
+    if costs is not None and len(costs) != len(messages):
+        raise ValueError(f"costs has {len(costs)} entries for {len(messages)} messages")
+    shape = _Shape.of(messages, kinds)
     head, tail = _layout(policy, summary, shape)
     used = summary if tail > head else None
     trims: dict[int, dict[str, Any]] = {}
@@ -205,17 +233,20 @@ def assemble(
             threshold_chars=policy.tool_trim_threshold_chars,
             before_turn=shape.current,
             locale=locale,
+            skip=range(head, tail),  # summarised turns: their trims would be left out below
         )
     summarised = set(shape.positions[head:tail])
     trims = {position: message for position, message in trims.items() if position not in summarised}
     standin = None
     if used is not None:
         standin = fence.summary_message(used.text, locale=locale, covered_count=used.covered_count)
-    costs = [msgs.message_tokens(message, counter) for message in messages]
+    if costs is None:
+        costs = [msgs.message_tokens(message, counter) for message in messages]
     slots = _slots(messages, shape, (head, tail), standin, trims, costs, counter)
     assembled = sum(slot.cost for slot in slots)
-    tail_units = [index for index, group in enumerate(shape.groups) if tail <= group.start < shape.current]
-    head_units = [index for index, group in enumerate(shape.groups) if group.start < min(head, shape.current)]
+    starts = [group.start for group in shape.groups]  # ascending: groups come in turn order
+    tail_units = list(range(_bisect_left(starts, tail), max(0, _bisect_left(starts, shape.current))))
+    head_units = list(range(_bisect_left(starts, min(head, shape.current))))
     order = [*tail_units, *head_units, *([_SUMMARY_UNIT] if used is not None else [])]
     folded, dropped_groups, total = _fit(slots, order, assembled, policy, locale, counter)
     kept = [slot for slot in slots if not slot.dropped]

@@ -48,19 +48,32 @@ def turn_groups(messages: Sequence[Mapping[str, Any]], positions: Sequence[int])
     start: int | None = None  # first turn of the open tool-call group
     for turn, position in enumerate(positions):
         message = messages[position]
-        role = msgs.role_of(message)
-        if role == "tool" and start is not None:
-            continue
         if start is not None:
+            if msgs.role_of(message) == "tool":
+                continue
             groups.append(Group(start, turn))
             start = None
-        if msgs.tool_calls_of(message):
+        if message.get("tool_calls") and msgs.tool_calls_of(message):
             start = turn
         else:
-            groups.append(Group(turn, turn + 1))
+            groups.append(_single(turn))
     if start is not None:
         groups.append(Group(start, len(positions)))
     return tuple(groups)
+
+
+_SINGLES: dict[int, Group] = {}  # groups are immutable: one instance of each serves every request
+_MOST_SINGLES = 100_000
+
+
+def _single(turn: int) -> Group:
+    """The group of turn ``turn`` alone (racing threads store equal groups: harmless)."""
+    found = _SINGLES.get(turn)
+    if found is None:
+        found = Group(turn, turn + 1)
+        if turn < _MOST_SINGLES:
+            _SINGLES[turn] = found
+    return found
 
 
 def boundaries(groups: Sequence[Group], count: int) -> tuple[bool, ...]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from echo import chain, tokens
@@ -50,6 +50,7 @@ TokenCounter = Callable[[str], int]
 """Prices a text in tokens."""
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
+_PLAIN_ROLES = frozenset({"user", "assistant", "system", "developer", "tool"})  # role_of's own answers
 TOOL_ROLES = frozenset({"tool", "function"})
 _PROTECTED_FLAGS = ("echo_protected", "is_external_references")
 _PROTECTED_PREFIX = "<echo_reference"
@@ -67,6 +68,8 @@ class Kind(enum.Enum):
 def role_of(message: Mapping[str, Any]) -> str:
     """The role, stripped and lower-cased ("" when missing); ``function`` reads as ``tool``."""
     role = message.get("role")
+    if type(role) is str and role in _PLAIN_ROLES:  # the common case, already normal
+        return role
     role = role.strip().lower() if isinstance(role, str) else ""
     return "tool" if role == "function" else role
 
@@ -98,7 +101,7 @@ def kinds_of(messages: Sequence[Mapping[str, Any]]) -> tuple[Kind, ...]:
 def tool_calls_of(message: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
     """The tool calls an assistant message makes (OpenAI ``tool_calls``), well-formed ones only."""
     calls = message.get("tool_calls")
-    if role_of(message) != "assistant" or not isinstance(calls, list):
+    if not isinstance(calls, list) or not calls or role_of(message) != "assistant":
         return ()
     return tuple(call for call in calls if isinstance(call, Mapping))
 
@@ -131,14 +134,14 @@ class Turns:
 
     positions: tuple[int, ...]
     links: tuple[chain.ChainLink, ...]
+    hashes: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """The cumulative hash of every prefix of the turns: the keys to look summaries up with."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hashes", tuple(link.cumulative for link in self.links))
 
     def __len__(self) -> int:
         return len(self.positions)
-
-    @property
-    def hashes(self) -> tuple[str, ...]:
-        """The cumulative hash of every prefix of the turns: the keys to look summaries up with."""
-        return tuple(link.cumulative for link in self.links)
 
 
 def conversation_turns(messages: Sequence[Mapping[str, Any]], kinds: Sequence[Kind] | None = None) -> Turns:

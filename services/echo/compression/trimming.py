@@ -62,13 +62,18 @@ def tool_output_trims(
     threshold_chars: int,
     before_turn: int,
     locale: str,
+    skip: range = range(0),
 ) -> dict[int, dict[str, Any]]:
     """Replacement messages, by position in ``messages``, for the tool outputs to trim among the
-    turns before ``before_turn`` (turn ``i`` stands at ``positions[i]``, ``groups`` are theirs)."""
+    turns before ``before_turn`` (turn ``i`` stands at ``positions[i]``, ``groups`` are theirs).
+
+    Turns in ``skip`` (those a summary stands for) are not looked at, nor groups wholly inside it."""
     placeholder = _texts(locale).tool_trimmed
     trims: dict[int, dict[str, Any]] = {}
     for group in groups:
-        if group.stop > before_turn or len(group) < 2:
+        if group.stop > before_turn or group.stop - group.start < 2:
+            continue
+        if skip and skip.start <= group.start and group.stop <= skip.stop:
             continue
         results = [positions[turn] for turn in range(group.start + 1, group.stop)]
         sizes = [len(msgs.content_text(messages[position].get("content"))) for position in results]
@@ -78,7 +83,9 @@ def tool_output_trims(
             short = placeholder.format(chars=size)
             if size > len(short):
                 trims[position] = {**messages[position], "content": short}
-    for turn in range(min(before_turn, len(positions))):
+    end = min(before_turn, len(positions))
+    first = min(skip.start, end) if skip else end
+    for turn in (*range(first), *range(max(first, skip.stop) if skip else first, end)):
         position = positions[turn]
         content = messages[position].get("content")
         if isinstance(content, str) and '<details type="tool_calls"' in content:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -65,15 +66,56 @@ _CACHE_ENTRIES = 100_000  # per cache; a full cache is cleared (cheaper than LRU
 _T = TypeVar("_T")
 
 
+_PROTECTED_FLAGS = ("echo_protected", "is_external_references")  # as `messages.kind_of` reads them
+
+
+class Profile(typing.NamedTuple):
+    """What compression needs to know of every message of a request, computed once."""
+
+    kinds: tuple[msgs.Kind, ...]
+    costs: tuple[int, ...]
+
+
 class Costs:
     """Per-process caches of what hashing and pricing a message cost: token counts by text,
-    invariant hashes by (role, text, file ids), cumulative hashes by (invariant, parent)."""
+    kinds and costs by (role, text, protected flag) for messages whose content is a string and that
+    make no tool calls, invariant hashes by (role, text, file ids), chain links by (invariant, parent
+    cumulative hash, message id)."""
 
     def __init__(self, entries: int = _CACHE_ENTRIES) -> None:
         self.entries = entries
         self._tokens: dict[str, int] = {}
+        self._profiles: dict[tuple[str, str, bool], tuple[msgs.Kind, int]] = {}
         self._invariants: dict[tuple[str, str, tuple[str, ...]], str] = {}
-        self._cumulative: dict[tuple[str, str | None], str] = {}
+        self._plain: dict[tuple[str, str], tuple[str, str]] = {}  # (role, text) -> (normal role, invariant)
+        self._links: dict[tuple[str, str | None, str | None], chain.ChainLink] = {}
+
+    def profile(self, messages: Sequence[Mapping[str, Any]]) -> Profile:
+        """`messages.kinds_of` and every message's `messages.message_tokens`, cached per message."""
+        if len(self._profiles) >= self.entries:
+            self._profiles.clear()
+        kinds: list[msgs.Kind] = []
+        costs: list[int] = []
+        for message in messages:
+            role, content = message.get("role"), message.get("content")
+            found = None
+            key = None
+            if type(role) is str and type(content) is str and message.get("tool_calls") is None:
+                metadata = message.get("metadata")
+                flagged = (
+                    metadata is not None
+                    and isinstance(metadata, Mapping)
+                    and any(metadata.get(f) for f in _PROTECTED_FLAGS)
+                )
+                key = (role, content, flagged)
+                found = self._profiles.get(key)
+            if found is None:
+                found = (msgs.kind_of(message), msgs.message_tokens(message, self.count))
+                if key is not None:
+                    self._profiles[key] = found
+            kinds.append(found[0])
+            costs.append(found[1])
+        return Profile(tuple(kinds), tuple(costs))
 
     def count(self, text: str) -> int:
         """`echo.tokens.estimate_tokens`, cached."""
@@ -85,32 +127,49 @@ class Costs:
         return found
 
     def turns(self, messages: Sequence[Mapping[str, Any]], kinds: Sequence[msgs.Kind]) -> msgs.Turns:
-        """`messages.conversation_turns`, with the hashes cached (the same links, built the same way)."""
-        if len(self._invariants) >= self.entries or len(self._cumulative) >= self.entries:
+        """`messages.conversation_turns`, with the hashes cached (the same links, built the same way).
+
+        A link is cached by (invariant, parent cumulative hash, message id): the parent fixes the
+        prefix, so the link's index and cumulative hash, and the invariant its role."""
+        if max(len(self._invariants), len(self._plain), len(self._links)) >= self.entries:
             self._invariants.clear()
-            self._cumulative.clear()
+            self._plain.clear()
+            self._links.clear()
         positions = msgs.turn_positions(kinds)
         links: list[chain.ChainLink] = []
         parent: str | None = None
-        for index, position in enumerate(positions):
+        plain, cached = self._plain, self._links
+        for position in positions:
             message = messages[position]
-            role = message.get("role")
-            role = role.strip().lower() if isinstance(role, str) else ""
-            key = (role, chain.message_text(message.get("content")), chain.message_file_ids(message))
-            invariant = self._invariants.get(key)
-            if invariant is None:
-                invariant = self._invariants[key] = chain.invariant_hash(*key)
-            cumulative = self._cumulative.get((invariant, parent))
-            if cumulative is None:
-                cumulative = self._cumulative[(invariant, parent)] = chain.cumulative_hash(invariant, parent)
+            raw, content = message.get("role"), message.get("content")
+            known = None
+            if type(raw) is str and type(content) is str and message.get("files") is None:
+                known = plain.get((raw, content))
+            if known is None:
+                known = self._invariant(message)
+                if type(raw) is str and type(content) is str and message.get("files") is None:
+                    plain[(raw, content)] = known
+            role, invariant = known
             message_id = message.get("id")
-            links.append(
-                chain.ChainLink(
-                    index, role, invariant, cumulative, message_id if isinstance(message_id, str) else None
+            key = (invariant, parent, message_id if isinstance(message_id, str) else None)
+            link = cached.get(key)
+            if link is None:
+                link = cached[key] = chain.ChainLink(
+                    len(links), role, invariant, chain.cumulative_hash(invariant, parent), key[2]
                 )
-            )
-            parent = cumulative
+            links.append(link)
+            parent = link.cumulative
         return msgs.Turns(positions, tuple(links))
+
+    def _invariant(self, message: Mapping[str, Any]) -> tuple[str, str]:
+        """The normal role and the invariant hash of one message."""
+        role = message.get("role")
+        role = role.strip().lower() if isinstance(role, str) else ""
+        key = (role, chain.message_text(message.get("content")), chain.message_file_ids(message))
+        invariant = self._invariants.get(key)
+        if invariant is None:
+            invariant = self._invariants[key] = chain.invariant_hash(*key)
+        return role, invariant
 
 
 def unfold_output_items(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -312,7 +371,12 @@ class CompressionFilter:
         limits = budgets.thresholds_for(settings, model, base_model)
         policy = assembly.AssemblyPolicy.from_valves(settings, limits)
         hashed = _with_current_files(messages, body.get("files"))
-        turns = await self._cpu(len(messages), lambda: self.costs.turns(hashed, msgs.kinds_of(hashed)))
+
+        def chained() -> tuple[Profile, msgs.Turns]:
+            profile = self.costs.profile(messages)  # the files merged in change no kind nor cost
+            return profile, self.costs.turns(hashed, profile.kinds)
+
+        profile, turns = await self._cpu(len(messages), chained)
         row: conversations.SummaryRow | None = None
         ports = self._stores()
         if ports is not None and ctx.ids.user_id and len(turns):
@@ -332,8 +396,15 @@ class CompressionFilter:
 
         def assemble() -> assembly.Assembly:
             found = locale or locales.detect_locale(_user_texts(messages))
+            known = profile if sent is messages else self.costs.profile(sent)
             return assembly.assemble(
-                sent, policy=policy, summary=chosen, locale=found, counter=self.costs.count
+                sent,
+                policy=policy,
+                summary=chosen,
+                locale=found,
+                counter=self.costs.count,
+                kinds=known.kinds,
+                costs=known.costs,
             )
 
         result = await self._cpu(len(messages), assemble)
@@ -452,7 +523,12 @@ class CompressionFilter:
         limits = budgets.thresholds_for(settings, model, base_model)
         policy = assembly.AssemblyPolicy.from_valves(settings, limits)
         unfolded = unfold_output_items(messages)
-        turns = await self._cpu(len(unfolded), lambda: self.costs.turns(unfolded, msgs.kinds_of(unfolded)))
+
+        def chained() -> tuple[Profile, msgs.Turns]:
+            profile = self.costs.profile(unfolded)
+            return profile, self.costs.turns(unfolded, profile.kinds)
+
+        profile, turns = await self._cpu(len(unfolded), chained)
         if not len(turns):
             return body
         store, conversation_store, jobs = ports
@@ -471,7 +547,12 @@ class CompressionFilter:
             result = await self._cpu(
                 len(unfolded),
                 lambda: assembly.assemble(
-                    unfolded, policy=policy, summary=previous, counter=self.costs.count
+                    unfolded,
+                    policy=policy,
+                    summary=previous,
+                    counter=self.costs.count,
+                    kinds=profile.kinds,
+                    costs=profile.costs,
                 ),
             )
             if not budgets.needs_summary(result.tokens_assembled, limits):
