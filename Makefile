@@ -46,7 +46,7 @@ infinity:
 bench: install
 	$(BIN)/python bench/hooks_latency.py
 	$(BIN)/python bench/tokens.py
-	$(BIN)/python bench/queue.py
+	$(BIN)/python bench/job_queue.py
 	$(BIN)/python bench/compression.py
 
 clean:

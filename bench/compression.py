@@ -22,16 +22,7 @@ Uses ECHO_DATABASE_URL when set (a throwaway tenant, dropped after), else an emb
 in a temporary directory.
 """
 
-# ruff: noqa: E402  (the imports follow the sys.path fix below, on purpose)
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# Run as a script, this directory is first on sys.path, and bench/queue.py would stand for the standard
-# library's `queue` (which thread pools import): take the directory off before anything imports it.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _HERE]
 
 import argparse
 import asyncio
@@ -40,17 +31,18 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
-import subprocess
+import sys
 import tempfile
 import time
 import typing
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
+import servers
 
 from echo import bodies
 from echo.compression import messages as msgs
@@ -72,45 +64,7 @@ LATENCY_MESSAGES = 500
 TENANT = f"bench-{os.getpid()}"
 
 
-# The bare FastAPI floor and the server helpers, as in bench/hooks_latency.py.
 KEY = "bench-key"
-FLOOR_APP = """
-import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
-
-app = FastAPI()
-
-@app.post("/{hook_id}/filter/{phase}")
-async def echo_body(hook_id: str, phase: str, request: Request) -> JSONResponse:
-    return JSONResponse((await request.json())["body"])
-
-uvicorn.run(app, host="127.0.0.1", port={port}, log_level="warning", access_log=False)
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start(command: list[str], port: int, env: dict[str, str], within: float = 60) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/docs", timeout=1)
-            return process
-        except httpx.TransportError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError(f"server on port {port} did not start within {within} s")
-
-
-def _percentile(samples: list[float], share: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
 # -- part 1: tokens and retention --------------------------------------------------------------
@@ -374,13 +328,15 @@ async def _in_process(
 
 @contextlib.contextmanager
 def _servers(store: pool.Store, valves: valves_module.CompressionValves, workdir: Path) -> Any:
-    floor_port, echo_port = _free_port(), _free_port()
+    floor_port, echo_port = servers.free_port(), servers.free_port()
     valves_file = workdir / "valves.json"
     valves_file.write_text(json.dumps({"echo_compression": valves.model_dump(mode="json")}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ECHO_", "GEMINI_"))}
-    floor = _start([sys.executable, "-c", FLOOR_APP.replace("{port}", str(floor_port))], floor_port, env)
+    floor = servers.start(
+        [sys.executable, "-c", servers.FLOOR_APP.replace("{port}", str(floor_port))], floor_port, env
+    )
     try:
-        echo = _start(
+        echo = servers.start(
             [
                 sys.executable,
                 "-m",
@@ -486,7 +442,7 @@ async def part_two(store: pool.Store, settings: Settings, args: argparse.Namespa
          f"over floor <= {TARGET_OUTLET_MS:g} ms", TARGET_OUTLET_MS, True),
     ]  # fmt: skip
     for phase, where, floor, samples, target, limit, over in rows:
-        p50, p99 = statistics.median(samples), _percentile(samples, 0.99)
+        p50, p99 = statistics.median(samples), servers.percentile(samples, 0.99)
         floor_p50 = statistics.median(floor) if floor else None
         measured = p50 - floor_p50 if over and floor_p50 is not None else p50
         verdict = "-" if limit is None else ("met" if measured <= limit else "NOT MET")

@@ -15,41 +15,20 @@ import argparse
 import copy
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+import servers
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 FIXTURES = SHARED / "fixtures" / "owui-0.12.4"
 LOCOMO = SHARED / "data" / "locomo" / "26.json"
 KEY = "bench-key"
 TARGET_MS = 2.0
-
-FLOOR_APP = """
-import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
-
-app = FastAPI()
-
-@app.post("/{hook_id}/filter/{phase}")
-async def echo_body(hook_id: str, phase: str, request: Request) -> JSONResponse:
-    return JSONResponse((await request.json())["body"])
-
-uvicorn.run(app, host="127.0.0.1", port={port}, log_level="warning", access_log=False)
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _dialogue() -> list[str]:
@@ -82,24 +61,6 @@ def build_bodies(size: int = 200) -> tuple[dict[str, Any], dict[str, Any]]:
     return inlet, outlet
 
 
-def _start(command: list[str], port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/docs", timeout=1)
-            return process
-        except httpx.TransportError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError(f"server on port {port} did not start")
-
-
-def _percentile(samples: list[float], share: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -112,20 +73,22 @@ def main() -> int:
         return 1
     inlet, outlet = build_bodies()
     payloads = {"inlet": json.dumps(inlet).encode(), "outlet": json.dumps(outlet).encode()}
-    floor_port, echo_port = _free_port(), _free_port()
+    floor_port, echo_port = servers.free_port(), servers.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ECHO_", "GEMINI_"))}
     data_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"echo-bench-{os.getpid()}"
-    floor = _start([sys.executable, "-c", FLOOR_APP.replace("{port}", str(floor_port))], floor_port, env)
-    echo = _start(
+    floor = servers.start(
+        [sys.executable, "-c", servers.FLOOR_APP.replace("{port}", str(floor_port))], floor_port, env
+    )
+    echo = servers.start(
         [sys.executable, "-m", "echo.cli", "serve", "--port", str(echo_port), "--data-dir", str(data_dir)],
         echo_port,
         {**env, "ECHO_API_KEY": KEY, "ECHO_LOG_LEVEL": "WARNING"},
     )
     cases = [
-        ("inlet", "echo_compression", "pass-through"),
+        ("inlet", "echo_compression", "compression (no summary)"),
         ("inlet", "echo_memory", "pass-through"),
         ("outlet", "echo_memory", "pass-through"),
-        ("outlet", "echo_compression", "pass-through"),
+        ("outlet", "echo_compression", "compression (no summary)"),
         ("outlet", "echo_context", "secret masking (200 msgs)"),
     ]
     headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
@@ -164,7 +127,10 @@ def main() -> int:
         floor_p50, echo_p50 = statistics.median(samples["floor"]), statistics.median(samples["echo"])
         overhead = echo_p50 - floor_p50
         verdict = "n/a" if what != "pass-through" else ("met" if overhead <= TARGET_MS else "MISSED")
-        floor_p99, echo_p99 = _percentile(samples["floor"], 0.99), _percentile(samples["echo"], 0.99)
+        floor_p99, echo_p99 = (
+            servers.percentile(samples["floor"], 0.99),
+            servers.percentile(samples["echo"], 0.99),
+        )
         print(
             f"{phase:<7} {hook_id:<17} {what:<26} {floor_p50:9.2f} {floor_p99:9.2f} "
             f"{echo_p50:9.2f} {echo_p99:9.2f} {overhead:12.2f} {verdict:>7}"

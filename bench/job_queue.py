@@ -11,7 +11,7 @@ running), vacuumed and analysed as autovacuum would leave it. Then, on that same
 - the retention sweep at its defaults (done kept 7 days, dead 30 days, 1000 rows per delete):
   rows deleted per second.
 
-    .venv/bin/python bench/queue.py [--finished 1000000] [--repeats 30]
+    .venv/bin/python bench/job_queue.py [--finished 1000000] [--repeats 30]
 """
 
 from __future__ import annotations
