@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,14 @@ from echo.errors import ConfigError
 from echo.hooks import create_app
 
 
+def swap_text(path: Path, text: str) -> None:
+    """Replace a watched file at once, as a ConfigMap update swaps its symlink: a watcher never reads
+    it half written (an empty valves file is valid, so a torn write would load the defaults)."""
+    staged = path.with_name(f".{path.name}.staged")
+    staged.write_text(text)
+    os.replace(staged, path)
+
+
 def wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -28,7 +37,7 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
 
 def test_a_bad_file_at_start_is_refused_with_the_field(tmp_path: Path) -> None:
     valves_file = tmp_path / "valves.yaml"
-    valves_file.write_text("echo_memory:\n  WINDOW_SIZE: -3\n")
+    swap_text(valves_file, "echo_memory:\n  WINDOW_SIZE: -3\n")
     config = LiveConfig(Settings(data_dir=tmp_path, valves_file=valves_file))
     with pytest.raises(ConfigError, match=r"valves\.yaml: echo_memory\.WINDOW_SIZE"):
         config.load()
@@ -40,7 +49,7 @@ def test_a_bad_file_at_start_is_refused_with_the_field(tmp_path: Path) -> None:
 )
 def test_unparsable_files_are_named(tmp_path: Path, text: str, message: str) -> None:
     valves_file = tmp_path / "valves.json"
-    valves_file.write_text(text)
+    swap_text(valves_file, text)
     with pytest.raises(ConfigError, match=message):
         LiveConfig(Settings(data_dir=tmp_path, valves_file=valves_file)).load()
 
@@ -53,9 +62,9 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
 def test_hot_reload_good_then_bad_then_good(tmp_path: Path) -> None:
     valves_file = tmp_path / "valves.yaml"
     thresholds_file = tmp_path / "thresholds.json"
-    valves_file.write_text("echo_memory:\n  WINDOW_SIZE: 7\n")
-    thresholds_file.write_text(
-        '{"house": {"compression_threshold_tokens": 1000, "max_context_tokens": 50000}}'
+    swap_text(valves_file, "echo_memory:\n  WINDOW_SIZE: 7\n")
+    swap_text(
+        thresholds_file, '{"house": {"compression_threshold_tokens": 1000, "max_context_tokens": 50000}}'
     )
     settings = Settings(
         data_dir=tmp_path / "d",
@@ -72,10 +81,10 @@ def test_hot_reload_good_then_bad_then_good(tmp_path: Path) -> None:
         compression = http.get("/echo_compression/valves").json()
         assert json.loads(compression["model_thresholds"])["house"]["max_context_tokens"] == 50000
 
-        valves_file.write_text("echo_memory:\n  WINDOW_SIZE: 11\n")
+        swap_text(valves_file, "echo_memory:\n  WINDOW_SIZE: 11\n")
         wait_for(lambda: http.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 11)
 
-        valves_file.write_text("echo_memory:\n  WINDOW_SIZE: eleven\n")
+        swap_text(valves_file, "echo_memory:\n  WINDOW_SIZE: eleven\n")
         wait_for(lambda: http.get("/readyz").json()["status"] == "degraded")
         ready = http.get("/readyz")
         assert ready.status_code == 200  # still serving with the last good config
@@ -85,10 +94,10 @@ def test_hot_reload_good_then_bad_then_good(tmp_path: Path) -> None:
         assert "echo_config_last_reload_ok 0.0" in metrics
         assert 'echo_config_reloads_total{result="error"}' in metrics
 
-        thresholds_file.write_text(
-            '{"house": {"compression_threshold_tokens": 1000, "max_context_tokens": 60000}}'
+        swap_text(
+            thresholds_file, '{"house": {"compression_threshold_tokens": 1000, "max_context_tokens": 60000}}'
         )
-        valves_file.write_text("echo_memory:\n  WINDOW_SIZE: 4\n")
+        swap_text(valves_file, "echo_memory:\n  WINDOW_SIZE: 4\n")
         wait_for(lambda: http.get("/readyz").json()["status"] == "ready")
         assert http.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 4
         compression = http.get("/echo_compression/valves").json()
@@ -121,7 +130,7 @@ HOUSE = {"house": {"compression_threshold_tokens": 1000, "max_context_tokens": 5
 @pytest.fixture
 def thresholds_settings(tmp_path: Path) -> Settings:
     thresholds_file = tmp_path / "thresholds.json"
-    thresholds_file.write_text(json.dumps(HOUSE))
+    swap_text(thresholds_file, json.dumps(HOUSE))
     return Settings(
         data_dir=tmp_path / "d",
         api_key="k",
@@ -160,12 +169,12 @@ def test_saved_thresholds_text_loads_at_start_beside_a_thresholds_file(threshold
     saved = thresholds_settings.data_dir / "valves.json"
     saved.parent.mkdir(parents=True)
     mine = {"mine": {"compression_threshold_tokens": 2000, "max_context_tokens": 9000}}
-    saved.write_text(json.dumps({"echo_compression": {"model_thresholds": json.dumps(mine)}}))
+    swap_text(saved, json.dumps({"echo_compression": {"model_thresholds": json.dumps(mine)}}))
     config = LiveConfig(thresholds_settings)
     table = config.load().of("echo_compression").model_thresholds  # type: ignore[attr-defined]
     assert (table["mine"].max_context_tokens, table["house"].max_context_tokens) == (9000, 50000)
 
-    saved.write_text(json.dumps({"echo_compression": {"model_thresholds": "{not json"}}))
+    swap_text(saved, json.dumps({"echo_compression": {"model_thresholds": "{not json"}}))
     with pytest.raises(ConfigError, match=r"echo_compression\.model_thresholds: not valid JSON text"):
         LiveConfig(thresholds_settings).load()
 
@@ -182,7 +191,7 @@ def test_a_bad_thresholds_valve_at_start_names_the_field(
     thresholds_settings: Settings, tmp_path: Path, valves_text: str, message: str
 ) -> None:
     valves_file = tmp_path / "valves.yaml"
-    valves_file.write_text(valves_text)
+    swap_text(valves_file, valves_text)
     settings = thresholds_settings.model_copy(update={"valves_file": valves_file})
     with pytest.raises(ConfigError, match=r"echo_compression\.model_thresholds: " + message):
         LiveConfig(settings).load()
@@ -193,7 +202,7 @@ def test_a_bad_thresholds_valve_on_reload_keeps_the_last_good_config(
 ) -> None:
     valves_file = tmp_path / "valves.yaml"
     mine = {"mine": {"compression_threshold_tokens": 2000, "max_context_tokens": 9000}}
-    valves_file.write_text(f"echo_compression:\n  model_thresholds: '{json.dumps(mine)}'\n")
+    swap_text(valves_file, f"echo_compression:\n  model_thresholds: '{json.dumps(mine)}'\n")
     settings = thresholds_settings.model_copy(update={"valves_file": valves_file})
 
     def thresholds(http: httpx.Client) -> dict[str, Any]:
@@ -205,13 +214,13 @@ def test_a_bad_thresholds_valve_on_reload_keeps_the_last_good_config(
         httpx.Client(base_url=server.url, headers={"Authorization": "Bearer k"}) as http,
     ):
         assert {"mine", "house"} <= set(thresholds(http))
-        valves_file.write_text("echo_compression:\n  model_thresholds: '{not json'\n")
+        swap_text(valves_file, "echo_compression:\n  model_thresholds: '{not json'\n")
         wait_for(lambda: http.get("/readyz").json()["status"] == "degraded")
         error = http.get("/readyz").json()["checks"]["config"]["error"]
         assert "echo_compression.model_thresholds: not valid JSON text" in error
         assert {"mine", "house"} <= set(thresholds(http))  # the last good config
 
-        valves_file.write_text("echo_compression:\n  model_thresholds: '{}'\n")  # the watcher lives on
+        swap_text(valves_file, "echo_compression:\n  model_thresholds: '{}'\n")  # the watcher lives on
         wait_for(lambda: http.get("/readyz").json()["status"] == "ready")
         assert "mine" not in thresholds(http)
         assert "house" in thresholds(http)
