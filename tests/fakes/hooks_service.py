@@ -15,7 +15,7 @@ from echo.config.settings import Settings
 from echo.hooks import create_app
 from echo.store.pool import Store
 
-__all__ = ["StoreBackends", "serving", "store_backends"]
+__all__ = ["StoreBackends", "exchange", "serving", "store_backends"]
 
 
 @dataclass
@@ -62,3 +62,22 @@ async def serving(
             updated = await http.post("/echo_compression/valves/update", json=dict(compression_valves))
             assert updated.status_code == 200, updated.text
             yield http
+
+
+def exchange(i: int, topic: str) -> list[dict[str, Any]]:
+    """Turn `i` of a test chat as an outlet sends it (flat, with ids): a question and a factual answer."""
+    return [
+        {
+            "id": f"u{i}",
+            "role": "user",
+            "content": f"Question {i}: tell me more about {topic}. I need details for step {i}. "
+            "Please keep the earlier constraints in mind and list the options.",
+        },
+        {
+            "id": f"a{i}",
+            "role": "assistant",
+            "content": f"Answer {i} about {topic}. The first option is careful planning for step {i}. "
+            f"The second option costs {i * 10} euros and takes {i + 2} days. "
+            "The third option keeps every constraint you gave. I recommend the first one.",
+        },
+    ]

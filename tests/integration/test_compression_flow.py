@@ -77,24 +77,7 @@ def conversation(
     """A chat as an outlet sends it (flat, with ids); every exchange about its own topic."""
     items: list[dict[str, Any]] = [{"id": "s0", "role": "system", "content": system}]
     for i in range(turns):
-        topic = TOPICS[i % len(TOPICS)]
-        items.append(
-            {
-                "id": f"u{i}",
-                "role": "user",
-                "content": f"Question {i}: tell me more about {topic}. I need details for step {i}. "
-                "Please keep the earlier constraints in mind and list the options.",
-            }
-        )
-        items.append(
-            {
-                "id": f"a{i}",
-                "role": "assistant",
-                "content": f"Answer {i} about {topic}. The first option is careful planning for step {i}. "
-                f"The second option costs {i * 10} euros and takes {i + 2} days. "
-                "The third option keeps every constraint you gave. I recommend the first one.",
-            }
-        )
+        items.extend(hooks_service.exchange(i, TOPICS[i % len(TOPICS)]))
     return items
 
 

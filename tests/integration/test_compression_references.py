@@ -76,23 +76,7 @@ def conversation(turns: int, topic: str = "the trip") -> list[dict[str, Any]]:
     """A chat as an outlet sends it (flat, with ids)."""
     items: list[dict[str, Any]] = [{"id": "s0", "role": "system", "content": "You are helpful."}]
     for i in range(turns):
-        items.append(
-            {
-                "id": f"u{i}",
-                "role": "user",
-                "content": f"Question {i}: tell me more about {topic}. I need details for step {i}. "
-                "Please keep the earlier constraints in mind and list the options.",
-            }
-        )
-        items.append(
-            {
-                "id": f"a{i}",
-                "role": "assistant",
-                "content": f"Answer {i} about {topic}. The first option is careful planning for step {i}. "
-                f"The second option costs {i * 10} euros and takes {i + 2} days. "
-                "The third option keeps every constraint you gave. I recommend the first one.",
-            }
-        )
+        items.extend(hooks_service.exchange(i, topic))
     return items
 
 

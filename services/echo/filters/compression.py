@@ -251,17 +251,6 @@ def _with_current_files(messages: list[dict[str, Any]], files: object) -> list[d
     return messages
 
 
-def _user_texts(messages: Sequence[Mapping[str, Any]], most: int = 4) -> list[str]:
-    """The latest user texts, newest first (what `locales.detect_locale` reads)."""
-    texts = []
-    for message in reversed(messages):
-        if msgs.role_of(message) == "user":
-            texts.append(msgs.content_text(message.get("content")))
-            if len(texts) >= most:
-                break
-    return texts
-
-
 @functools.cache
 def _workers() -> concurrent.futures.ThreadPoolExecutor:
     # Its own threads, as masking has: the default executor also runs embeddings.
@@ -395,7 +384,7 @@ class CompressionFilter:
             )
 
         def assemble() -> assembly.Assembly:
-            found = locale or locales.detect_locale(_user_texts(messages))
+            found = locale or locales.detect_locale(compression_jobs.latest_user_texts(messages))
             known = profile if sent is messages else self.costs.profile(sent)
             return assembly.assemble(
                 sent,
@@ -455,7 +444,7 @@ class CompressionFilter:
             settings=settings,
             model=model,
             base_model=base_model,
-            locale=locale or locales.detect_locale(_user_texts(messages)),
+            locale=locale or locales.detect_locale(compression_jobs.latest_user_texts(messages)),
             deadline=ctx.deadline,
             chat_id=ctx.ids.chat_id,
         )

@@ -29,14 +29,14 @@ from echo.config import valves as valves_module
 from echo.jobs import kinds, queue, summary
 from echo.store import conversations, pool
 
-__all__ = ["Compacted", "compact", "enqueue_summary", "planned_messages", "summary_job"]
+__all__ = ["Compacted", "compact", "enqueue_summary", "latest_user_texts", "planned_messages", "summary_job"]
 
 log = structlog.get_logger("echo.filters.compression")
 
 _LOCALE_SAMPLE = 4  # latest user messages the conversation's language is read from
 
 
-def _user_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+def latest_user_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     """The latest user texts, newest first (what `locales.detect_locale` reads)."""
     texts = []
     for message in reversed(messages):
@@ -71,7 +71,7 @@ def summary_job(
         style=settings.compression_style,
         temperature=settings.summary_temperature,
         fail_mode=settings.summary_fail_mode,
-        locale=locales.detect_locale(_user_texts(messages)),
+        locale=locales.detect_locale(latest_user_texts(messages)),
         chat_id=chat_id,
     )
 
