@@ -216,8 +216,9 @@ COMPRESSION_FAILURES = Counter(
 )
 COMPRESSION_SUMMARIES = Counter(
     "echo_compression_summaries_total",
-    "Summary jobs by outcome: created, existing (its branch point had one already), retry (an attempt"
-    " failed and is retried), failed (given up: skipped with summary_fail_mode=silent, dead with raise).",
+    "Summary jobs by outcome: created, existing (its branch point had one already), superseded (a"
+    " summary of the chat's latest branch already covers more), retry (an attempt failed and is"
+    " retried), failed (given up: skipped with summary_fail_mode=silent, dead with raise).",
     ["outcome"],
 )
 COMPRESSION_SUMMARY_FAILURES = Counter(

@@ -8,14 +8,20 @@ planned (model, window, style, temperature, fail mode, locale).
 
 The handler:
 1. recomputes the planned turns' cumulative hashes from the payload (the last must be its key);
-2. skips work already done: when a summary of this branch already covers every planned turn, the job
-   is done; when one covers a part of them (an earlier job finished meanwhile), it folds that one in
-   and summarises only the rest;
-3. loads the messages by hash and fits the prompt into the summary window (`fitting`): the summary
+2. takes the chat's summary lock (``Conversations.summary_lock``, per user and chat id, else per
+   branch start), so two jobs of one chat never run at once: when turns outpace summaries (a job for
+   turn 40 still running when the outlet of turn 45 queues the next), the later one waits and then
+   builds on the earlier one's summary instead of folding the same previous summary twice;
+3. skips work already done: when a summary of this branch already covers every planned turn, the job
+   is done (``existing``); when the chat's latest branch still passes through this job's branch point
+   and a summary of it already covers more (a later job ran first), the job is ``superseded``; when a
+   summary covers a part of the planned turns (an earlier job finished meanwhile), it folds that one
+   in and summarises only the rest;
+4. loads the messages by hash and fits the prompt into the summary window (`fitting`): the summary
    may cover fewer turns than planned, and its key is then the hash of the last turn it holds;
-4. calls the LLM port (`echo.llm`; the offline provider when no model is configured) with the
+5. calls the LLM port (`echo.llm`; the offline provider when no model is configured) with the
    instructions as system text, `summary_temperature` and `max_summary_tokens`;
-5. stores the summary with the ordered refs it covers, once per `(user_id, covered_hash)`.
+6. stores the summary with the ordered refs it covers, once per `(user_id, covered_hash)`.
 
 Failures: an empty answer (a reasoning-only one comes back empty from the providers) or an LLM
 error is retried with the queue's backoff while attempts remain (a non-retryable LLM error other than
@@ -105,6 +111,14 @@ class SummaryJob:
     @property
     def key(self) -> str:
         return planning.summary_job_key(self.user_id, self.covered_hash)
+
+    @property
+    def lock_scope(self) -> str:
+        """What jobs that must not run at once share: the chat, else the turn their branch starts
+        from (the jobs of one branch fold the same previous summary or start at the same head)."""
+        if self.chat_id:
+            return f"chat:{self.chat_id}"
+        return f"branch:{self.previous or self.parent or self.invariants[0]}"
 
     def to_payload(self) -> dict[str, Any]:
         return {
@@ -256,7 +270,8 @@ class SummaryHandler:
         started = time.perf_counter()
         bound = log.bind(user_id=spec.user_id, chat_id=spec.chat_id, covered_hash=spec.covered_hash[:12])
         try:
-            outcome = await self._summarise(spec, bound)
+            async with self.store.summary_lock(spec.user_id, spec.lock_scope):
+                outcome = await self._summarise(spec, bound)
         except _Failure as failure:
             self._failed(job, spec, failure, bound)
             return
@@ -271,6 +286,10 @@ class SummaryHandler:
         if reached and reached[-1] == len(hashes) - 1:
             bound.info("summary_exists")
             return "existing"
+        newer = await self._newer_on_head(spec)
+        if newer is not None:
+            bound.info("summary_superseded", covered_count=newer)
+            return "superseded"
         skip = reached[-1] + 1 if reached else 0
         previous_key = hashes[skip - 1] if skip else spec.previous
         previous = await self.store.summary(spec.user_id, previous_key) if previous_key else None
@@ -332,6 +351,27 @@ class SummaryHandler:
             degraded=result.degraded,
         )
         return "created"
+
+    async def _newer_on_head(self, spec: SummaryJob) -> int | None:
+        """How many turns a summary covers that already goes past this job's branch point on the
+        chat's latest branch (which still passes through that point), or None."""
+        if not spec.chat_id:
+            return None
+        head = await self.store.latest_branch(spec.user_id, spec.chat_id)
+        stop = spec.start + len(spec.invariants)
+        if head is None or len(head) <= stop:
+            return None
+        parent: str | None = None
+        head_hashes = []
+        for invariant in head:
+            parent = chain.cumulative_hash(invariant, parent)
+            head_hashes.append(parent)
+        if head_hashes[stop - 1] != spec.covered_hash:
+            return None
+        row = await self.store.best_summary(spec.user_id, head_hashes)
+        if row is None or row.summary.covered_count <= stop:
+            return None
+        return row.summary.covered_count
 
     async def _generate(self, spec: SummaryJob, fitted: fitting.SummaryInput) -> tuple[str, llm.LLMResult]:
         system, prompt = split_prompt(fitted.prompt)

@@ -13,19 +13,23 @@ completed turn) and ``latest_branch`` reads it back. Referenced chats (``echo.fi
 rebuild a chat's transcript from it, and manual compaction (``POST /chats/{chat_id}/compact``)
 summarises "the chat's latest branch" from it: one table for both.
 
+Summary jobs of one chat branch run one at a time (``summary_lock``), so a later job folds the
+summary an earlier one made instead of both folding the same previous one.
+
 Forgetting: ``forget`` deletes a user's summaries, messages and chat heads. No ``DELETE /users/{id}``
 registry exists yet; whoever builds it registers ``Conversations.forget`` there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from echo import chain
 from echo.compression import selection
-from echo.store import pool, queries
+from echo.store import errors, pool, queries
 
 __all__ = ["Conversations", "NewSummary", "SummaryRow", "stored_message"]
 
@@ -207,6 +211,22 @@ class Conversations:
             new.summary_tokens,
         )
         return summary_id is not None
+
+    @contextlib.asynccontextmanager
+    async def summary_lock(self, user_id: str, scope: str) -> AsyncIterator[None]:
+        """Hold the summary lock of one chat branch of a user (``scope``, e.g. ``chat:<id>``) while the
+        block runs; a second holder waits for the first (the pool's statement timeout bounds the wait).
+
+        A session advisory lock on a pooled connection, held for the whole block: asyncpg's pool resets
+        a connection it gets back (``pg_advisory_unlock_all``), so a cancelled block leaves no lock."""
+        sql = _sql()
+        async with self.store.connection() as connection:
+            await connection.fetchval(sql["lock_summaries"], self.store.schema, user_id, scope)
+            try:
+                yield
+            finally:
+                with contextlib.suppress(errors.StoreError):
+                    await connection.fetchval(sql["unlock_summaries"], self.store.schema, user_id, scope)
 
     async def forget(self, user_id: str) -> tuple[int, int]:
         """Delete every summary, message and chat head of a user; the counts (summaries, messages) deleted."""

@@ -47,6 +47,15 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (user_id, covered_hash) DO NOTHING
 RETURNING id;
 
+-- name: lock_summaries
+-- One summary job per chat branch at a time, across workers and processes (echo.jobs.summary): a
+-- session advisory lock on (tenant schema, user, scope), waited for. Advisory locks are database-wide,
+-- hence the schema in the key.
+SELECT pg_advisory_lock(hashtextextended('echo.summary:' || $1::text || ':' || $2::text || ':' || $3::text, 0));
+
+-- name: unlock_summaries
+SELECT pg_advisory_unlock(hashtextextended('echo.summary:' || $1::text || ':' || $2::text || ':' || $3::text, 0));
+
 -- name: forget_summaries
 DELETE FROM summaries WHERE user_id = $1;
 

@@ -1,0 +1,184 @@
+"""Summary jobs of one chat on a real PostgreSQL: serialised per chat, the later one building on the
+earlier, a superseded one skipped; several handlers (as several workers) share the store."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fakes import hooks_service
+from fakes.metric_samples import sample
+
+from echo.compression import budgets
+from echo.compression import messages as msgs
+from echo.jobs import domain, summary
+from echo.llm import interface as llm
+from echo.store import conversations
+from echo.store.pool import Store
+
+USER = "u1"
+CHAT = "c1"
+WINDOW = budgets.SummaryWindow(input_tokens=20_000, output_tokens=300, source="test")
+
+
+class GatedLLM:
+    """An LLM whose answers wait for `release`; it records every request and how many ran at once."""
+
+    provider_name = "fake"
+
+    def __init__(self) -> None:
+        self.requests: list[llm.LLMRequest] = []
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        self.running = 0
+        self.most_at_once = 0
+
+    async def generate(self, request: llm.LLMRequest) -> llm.LLMResult:
+        self.requests.append(request)
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        self.started.set()
+        try:
+            await asyncio.wait_for(self.release.wait(), 20)
+        finally:
+            self.running -= 1
+        return llm.LLMResult(
+            text=f"SUMMARY-{len(self.requests)} of the chat so far", provider="fake", model="m"
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def until(check: Callable[[], Awaitable[bool]], within: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + within
+    while not await check():
+        assert time.monotonic() < deadline, f"{what} not reached in {within} s"
+        await asyncio.sleep(0.02)
+
+
+def chat(exchanges: int) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for i in range(exchanges):
+        items.extend(hooks_service.exchange(i, f"topic {i}"))
+    return items
+
+
+async def stored_chat(store: Store, exchanges: int) -> msgs.Turns:
+    """A chat stored as the outlet stores it (messages and the chat head); its turns."""
+    messages = chat(exchanges)
+    turns = msgs.conversation_turns(messages)
+    store_of = conversations.Conversations(store)
+    await store_of.remember(
+        USER,
+        {
+            link.invariant: conversations.stored_message(m)
+            for link, m in zip(turns.links, messages, strict=True)
+        },
+    )
+    await store_of.record_head(USER, CHAT, [link.invariant for link in turns.links])
+    return turns
+
+
+def job(turns: msgs.Turns, stop: int, job_id: int, chat_id: str | None = CHAT) -> domain.Job:
+    """The summary job of turns 1..stop (turn 0 kept verbatim), folding no previous summary."""
+    spec = summary.SummaryJob(
+        user_id=USER,
+        head_count=1,
+        start=1,
+        parent=turns.hashes[0],
+        invariants=tuple(link.invariant for link in turns.links[1:stop]),
+        covered_hash=turns.hashes[stop - 1],
+        previous=None,
+        model="m",
+        window=WINDOW,
+        chat_id=chat_id,
+    )
+    return domain.Job(id=job_id, kind="summary", payload=spec.to_payload(), attempts=1)
+
+
+def handler(store: Store, model: GatedLLM) -> summary.SummaryHandler:
+    return summary.SummaryHandler(
+        conversations.Conversations(store), lambda: model, max_attempts=3, default_model="m"
+    )
+
+
+async def waiting_for_the_chat_lock(store: Store) -> int:
+    """Sessions waiting for the summary lock of USER's chat CHAT (a bigint advisory key shows in
+    pg_locks as its high and low 32 bits)."""
+    return int(
+        await store.fetchval(
+            """
+            SELECT count(*)
+            FROM pg_locks
+            WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1
+              AND ((classid::bigint << 32) | objid::bigint)
+                  = hashtextextended('echo.summary:' || $1::text || ':' || $2::text || ':' || $3::text, 0)
+            """,
+            store.schema,
+            USER,
+            f"chat:{CHAT}",
+        )
+    )
+
+
+async def summaries(store: Store) -> list[dict[str, Any]]:
+    rows = await store.fetch("SELECT covered_count, text, refs FROM summaries ORDER BY covered_count")
+    return [dict(row) for row in rows]
+
+
+async def test_a_later_job_of_the_chat_waits_for_the_running_one_and_folds_its_summary(store: Store) -> None:
+    turns = await stored_chat(store, 25)
+    model = GatedLLM()
+    first, second = handler(store, model), handler(store, model)  # two workers
+    earlier = asyncio.create_task(first(job(turns, 40, 1)))
+    await asyncio.wait_for(model.started.wait(), 20)
+    later = asyncio.create_task(second(job(turns, 46, 2)))
+
+    async def later_waits() -> bool:
+        return await waiting_for_the_chat_lock(store) == 1
+
+    await until(later_waits, what="the later job waiting for the chat's summary lock")
+    assert len(model.requests) == 1  # the later job has not called the model
+    model.release.set()
+    await asyncio.wait_for(asyncio.gather(earlier, later), 20)
+
+    assert model.most_at_once == 1
+    assert len(model.requests) == 2
+    prompt = model.requests[1].input_text
+    assert "SUMMARY-1 of the chat so far" in prompt  # built on the earlier summary
+    assert "Question 5:" not in prompt  # the turns it covers are not summarised again
+    assert "Question 21:" in prompt
+    assert "Question 22:" in prompt
+    made = await summaries(store)
+    assert [row["covered_count"] for row in made] == [40, 46]
+    assert made[1]["refs"] == [link.invariant for link in turns.links[1:46]]
+
+
+async def test_a_job_whose_branch_point_a_later_summary_covers_makes_no_call(store: Store) -> None:
+    turns = await stored_chat(store, 25)
+    model = GatedLLM()
+    model.release.set()
+    await handler(store, model)(job(turns, 46, 2))  # the later job ran first
+    superseded = sample("echo_compression_summaries_total", outcome="superseded")
+    await handler(store, model)(job(turns, 40, 1))
+    assert len(model.requests) == 1
+    assert [row["covered_count"] for row in await summaries(store)] == [46]
+    assert sample("echo_compression_summaries_total", outcome="superseded") == superseded + 1
+
+
+async def test_jobs_of_other_chats_run_at_once(store: Store) -> None:
+    turns = await stored_chat(store, 25)
+    model = GatedLLM()
+    first = asyncio.create_task(handler(store, model)(job(turns, 40, 1, chat_id="c1")))
+    second = asyncio.create_task(handler(store, model)(job(turns, 46, 2, chat_id="c2")))
+
+    async def both_called() -> bool:
+        return len(model.requests) == 2
+
+    await until(both_called, what="both jobs calling the model")
+    model.release.set()
+    await asyncio.wait_for(asyncio.gather(first, second), 20)
+    assert model.most_at_once == 2
