@@ -227,6 +227,12 @@ COMPRESSION_SUMMARY_FAILURES = Counter(
     " missing_input: planned messages or the previous summary are gone).",
     ["reason"],
 )
+COMPRESSION_SUMMARY_FAILURES_SHOWN = Counter(
+    "echo_compression_summary_failures_shown_total",
+    "Inlets that told the user (a status event) that a summary job of their chat had given up, by the"
+    " failure's reason (llm|empty|missing_input); once per failure, on the chat's next inlet.",
+    ["reason"],
+)
 COMPRESSION_SUMMARY_SECONDS = Histogram(
     "echo_compression_summary_seconds",
     "Time to make one summary (s): load the turns, fit the prompt, call the LLM, store it.",

@@ -395,7 +395,34 @@ async def test_summary_fail_mode_decides_what_a_failing_model_leaves(
         [job] = await jobs_of(store)
         assert (job["state"], job["attempts"]) == (state, 2)
         assert await store.fetchval("SELECT count(*) FROM summaries") == 0
-        assert fence_of(await hook(http, "inlet", inlet_body(messages, "so?"))) is None
+        shown = sample("echo_compression_summary_failures_shown_total", reason="llm")
+        for attempt in range(2):  # the chat's next inlet says so, once
+            asked = await http.post(
+                "/echo_compression/filter/inlet",
+                json={"body": inlet_body(messages, "so?"), "user": USER},
+                headers={"X-Echo-Events": "1"},
+            )
+            envelope = asked.json()
+            assert fence_of(envelope["body"]) is None
+            failures = [
+                e
+                for e in envelope["events"]
+                if "summary of the earlier conversation failed" in e["description"]
+            ]
+            if attempt == 0:
+                [event] = failures
+                assert event["level"] == "warning"
+                assert "summary model failed: overloaded" in event["description"]
+            else:
+                assert failures == []
+        # Another chat of the same user is told nothing.
+        other = await http.post(
+            "/echo_compression/filter/inlet",
+            json={"body": inlet_body(messages, "so?", chat_id="c2"), "user": USER},
+            headers={"X-Echo-Events": "1"},
+        )
+        assert not [e for e in other.json()["events"] if "failed" in e["description"]]
+    assert sample("echo_compression_summary_failures_shown_total", reason="llm") == shown + 1
     assert sample("echo_compression_summaries_total", outcome="failed") == failed + 1
     assert sample("echo_compression_summary_failures_total", reason="empty") >= 1
     assert sample("echo_compression_summary_failures_total", reason="llm") >= 1

@@ -182,3 +182,33 @@ async def test_jobs_of_other_chats_run_at_once(store: Store) -> None:
     model.release.set()
     await asyncio.wait_for(asyncio.gather(first, second), 20)
     assert model.most_at_once == 2
+
+
+async def test_a_failure_is_read_once_by_its_chat_and_a_later_success_clears_it(store: Store) -> None:
+    turns = await stored_chat(store, 25)
+    store_of = conversations.Conversations(store)
+    await store_of.record_summary_failure(USER, CHAT, "llm", "summary model failed: " + "x" * 500)
+    await store_of.record_summary_failure(USER, CHAT, "empty", "the summary model answered no usable text")
+    assert (await store_of.inlet_lookup(USER, turns.hashes, "other chat")).failure is None
+    assert (await store_of.inlet_lookup("u2", turns.hashes, CHAT)).failure is None
+    found = await store_of.inlet_lookup(USER, turns.hashes, CHAT)
+    assert found.summary is None
+    assert found.failure == conversations.SummaryFailure(
+        "empty", "the summary model answered no usable text", 2
+    )
+    assert (await store_of.inlet_lookup(USER, turns.hashes, CHAT)).failure is None  # shown once
+
+    await store_of.record_summary_failure(USER, CHAT, "llm", "summary model failed: " + "x" * 500)
+    model = GatedLLM()
+    model.release.set()
+    await handler(store, model)(job(turns, 40, 1))
+    found = await store_of.inlet_lookup(USER, turns.hashes, CHAT)
+    assert found.failure is None  # the chat has its summary now: the failure is no news
+    assert found.summary is not None
+    assert found.summary.summary.covered_count == 40
+
+    await store_of.record_summary_failure(USER, CHAT, "llm", "summary model failed: " + "x" * 500)
+    detail = await store.fetchval("SELECT detail FROM summary_failures")
+    assert len(detail) == conversations.FAILURE_DETAIL_CHARS
+    await store_of.forget(USER)
+    assert await store.fetchval("SELECT count(*) FROM summary_failures") == 0

@@ -21,6 +21,11 @@ as the next inlet would assemble it, reaches `compression_threshold_tokens`, one
 enqueued for the branch point (`echo.jobs.summary`), idempotent on `summary_job_key`: a replayed
 outlet adds nothing.
 
+A summary job of the chat that gave up (`summary_fail_mode` silent skipped it, or raise dead-lettered
+it) is told on the chat's next inlet, once: a warning event with the reason, read in the same
+statement as the summary (`Conversations.inlet_lookup`), counted in
+`echo_compression_summary_failures_shown_total`.
+
 Failure policy (DESIGN §6): on a store error either hook returns the body unchanged, logs with the
 chat id, counts `echo_compression_failures_total` and adds a warning event. Without a store (an app
 built without backends) the inlet still trims to the budget and the outlet stores nothing.
@@ -337,6 +342,20 @@ class CompressionFilter:
             )
         )
 
+    def _summary_failed(self, failure: conversations.SummaryFailure, ctx: base.HookContext) -> None:
+        metrics.COMPRESSION_SUMMARY_FAILURES_SHOWN.labels(failure.reason).inc()
+        times = f" ({failure.failures} times)" if failure.failures > 1 else ""
+        log.warning(
+            "summary_failure_shown", reason=failure.reason, detail=failure.detail, failures=failure.failures
+        )
+        ctx.events.append(
+            events_module.StatusEvent(
+                f"{self.name}: the summary of the earlier conversation failed{times} ({failure.detail}); "
+                "this turn goes on without it",
+                "warning",
+            )
+        )
+
     # -- inlet ---------------------------------------------------------------------------------
 
     def deadline_extension(self, body: Mapping[str, Any], ctx: base.HookContext) -> float:
@@ -370,10 +389,13 @@ class CompressionFilter:
         ports = self._stores()
         if ports is not None and ctx.ids.user_id and len(turns):
             try:
-                row = await ports[1].best_summary(ctx.ids.user_id, turns.hashes)
+                found = await ports[1].inlet_lookup(ctx.ids.user_id, turns.hashes, ctx.ids.chat_id)
             except store_errors.StoreError as error:
                 self._store_failed(ctx, error)
                 return body
+            row = found.summary
+            if found.failure is not None:
+                self._summary_failed(found.failure, ctx)
         chosen = selection.select_summary(turns.hashes, [row.summary]) if row is not None else None
         locale = row.locale if row is not None and chosen is not None else None
         applied = await self._references(body, messages, ctx, settings, limits, model, base_model, locale)

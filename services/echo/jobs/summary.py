@@ -26,7 +26,9 @@ The handler:
 Failures: an empty answer (a reasoning-only one comes back empty from the providers) or an LLM
 error is retried with the queue's backoff while attempts remain (a non-retryable LLM error other than
 an empty answer is not); then `summary_fail_mode` decides: `silent` logs, counts and ends the job,
-`raise` dead-letters it. Missing inputs (a forgotten user) end the job as a permanent error.
+`raise` dead-letters it. Missing inputs (a forgotten user) end the job as a permanent error. Either
+way a job that gives up records the failure for its chat (`Conversations.record_summary_failure`):
+the chat's next inlet tells the user, once; a later summary of the chat that succeeds clears it.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from echo.jobs import domain, errors
 from echo.llm import errors as llm_errors
 from echo.llm import interface as llm
 from echo.store import conversations
+from echo.store import errors as store_errors
 
 __all__ = ["PAYLOAD_VERSION", "SummaryHandler", "SummaryJob"]
 
@@ -273,8 +276,10 @@ class SummaryHandler:
             async with self.store.summary_lock(spec.user_id, spec.lock_scope):
                 outcome = await self._summarise(spec, bound)
         except _Failure as failure:
-            self._failed(job, spec, failure, bound)
+            await self._failed(job, spec, failure, bound)
             return
+        if spec.chat_id:
+            await self.store.clear_summary_failure(spec.user_id, spec.chat_id)
         metrics.COMPRESSION_SUMMARIES.labels(outcome).inc()
         if outcome == "created":
             metrics.COMPRESSION_SUMMARY_SECONDS.observe(time.perf_counter() - started)
@@ -395,8 +400,9 @@ class SummaryHandler:
             raise _Failure("empty", "the summary model answered no usable text", retryable=True)
         return text, result
 
-    def _failed(self, job: domain.Job, spec: SummaryJob, failure: _Failure, bound: Any) -> None:
-        """Count the failure, then retry, give up silently, or dead-letter (``summary_fail_mode``)."""
+    async def _failed(self, job: domain.Job, spec: SummaryJob, failure: _Failure, bound: Any) -> None:
+        """Count the failure, then retry, or give up (the chat's next inlet says so) silently or
+        dead-lettered (``summary_fail_mode``)."""
         metrics.COMPRESSION_SUMMARY_FAILURES.labels(failure.reason).inc()
         if failure.retryable and job.attempts < self.max_attempts:
             metrics.COMPRESSION_SUMMARIES.labels("retry").inc()
@@ -404,6 +410,13 @@ class SummaryHandler:
             raise errors.RetryLater(str(failure))
         metrics.COMPRESSION_SUMMARIES.labels("failed").inc()
         bound.error("summary_failed", reason=failure.reason, error=str(failure), fail_mode=spec.fail_mode)
+        if spec.chat_id:
+            try:
+                await self.store.record_summary_failure(
+                    spec.user_id, spec.chat_id, failure.reason, str(failure)
+                )
+            except store_errors.StoreError as error:  # the job's own outcome stands; only the notice is lost
+                bound.warning("summary_failure_not_recorded", error=str(error))
         if spec.fail_mode == "raise":
             raise errors.PermanentJobError(str(failure))
 

@@ -16,8 +16,12 @@ summarises "the chat's latest branch" from it: one table for both.
 Summary jobs of one chat branch run one at a time (``summary_lock``), so a later job folds the
 summary an earlier one made instead of both folding the same previous one.
 
-Forgetting: ``forget`` deletes a user's summaries, messages and chat heads. No ``DELETE /users/{id}``
-registry exists yet; whoever builds it registers ``Conversations.forget`` there.
+Summary failures (migration 0007): a summary job that gives up writes ``record_summary_failure``
+for its chat; the chat's next inlet reads and removes it in its one statement (``inlet_lookup``) and
+tells the user, once; a later success of the chat clears it.
+
+Forgetting: ``forget`` deletes a user's summaries, messages, chat heads and summary failures. No
+``DELETE /users/{id}`` registry exists yet; whoever builds it registers ``Conversations.forget`` there.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from echo import chain
 from echo.compression import selection
 from echo.store import errors, pool, queries
 
-__all__ = ["Conversations", "NewSummary", "SummaryRow", "stored_message"]
+__all__ = ["Conversations", "InletLookup", "NewSummary", "SummaryFailure", "SummaryRow", "stored_message"]
 
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 
@@ -122,6 +126,27 @@ class NewSummary:
     summary_tokens: int = 0
 
 
+@dataclass(frozen=True)
+class SummaryFailure:
+    """A summary job of a chat that gave up, not shown yet: the latest ``reason`` and ``detail``, and
+    how many ``failures`` since the chat's last inlet."""
+
+    reason: str
+    detail: str
+    failures: int = 1
+
+
+@dataclass(frozen=True)
+class InletLookup:
+    """What the inlet's one statement found: the summary valid for the branch, and a failure to show."""
+
+    summary: SummaryRow | None
+    failure: SummaryFailure | None
+
+
+FAILURE_DETAIL_CHARS = 200
+
+
 def _summary_row(row: pool.Record) -> SummaryRow:
     return SummaryRow(
         summary=selection.StoredSummary(
@@ -182,6 +207,29 @@ class Conversations:
         row = await self.store.fetchrow(_sql()["best_summary"], user_id, list(hashes))
         return None if row is None else _summary_row(row)
 
+    async def inlet_lookup(self, user_id: str, hashes: Sequence[str], chat_id: str | None) -> InletLookup:
+        """``best_summary`` and the chat's summary failure not shown yet (taken: shown once), in one
+        statement."""
+        row = await self.store.fetchrow(_sql()["inlet_lookup"], user_id, list(hashes), chat_id or "")
+        if row is None:  # the statement always answers one row
+            return InletLookup(None, None)
+        failure = None
+        if row["failure_reason"] is not None:
+            failure = SummaryFailure(row["failure_reason"], row["failure_detail"], row["failure_count"])
+        return InletLookup(None if row["id"] is None else _summary_row(row), failure)
+
+    async def record_summary_failure(self, user_id: str, chat_id: str, reason: str, detail: str) -> None:
+        """A summary job of this chat gave up; its next inlet says so (``inlet_lookup``)."""
+        if chat_id:
+            await self.store.execute(
+                _sql()["record_summary_failure"], user_id, chat_id, reason, detail[:FAILURE_DETAIL_CHARS]
+            )
+
+    async def clear_summary_failure(self, user_id: str, chat_id: str) -> None:
+        """A summary of this chat succeeded: an earlier failure is no longer news."""
+        if chat_id:
+            await self.store.execute(_sql()["clear_summary_failure"], user_id, chat_id)
+
     async def summaries_at(self, user_id: str, hashes: Iterable[str]) -> dict[str, int]:
         """Covered hash -> covered count of the user's summaries keyed by any of ``hashes``."""
         wanted = sorted(set(hashes))
@@ -235,6 +283,7 @@ class Conversations:
             summaries = await connection.execute(sql["forget_summaries"], user_id)
             messages = await connection.execute(sql["forget_messages"], user_id)
             await connection.execute(sql["forget_heads"], user_id)
+            await connection.execute(sql["forget_summary_failures"], user_id)
         return _count(summaries), _count(messages)
 
     async def record_head(

@@ -27,6 +27,45 @@ WHERE user_id = $1
 ORDER BY covered_count DESC, created_at DESC
 LIMIT 1;
 
+-- name: inlet_lookup
+-- The inlet's one statement: best_summary of user $1 for the branch $2, and the summary failure of
+-- chat $3 not shown yet (migration 0007), taken as it is read so that it is shown once ($3 = '' matches
+-- no row). Always one row; its summary columns are NULL when no summary is valid.
+WITH failure AS (
+    DELETE FROM summary_failures WHERE user_id = $1 AND chat_id = $3
+    RETURNING reason, detail, failures
+)
+SELECT best.*, failure.reason AS failure_reason, failure.detail AS failure_detail,
+       failure.failures AS failure_count
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (
+    SELECT id, covered_hash, covered_count, head_count, text, locale, model, provider, refs,
+           extract(epoch FROM created_at)::float8 AS created_at
+    FROM summaries
+    WHERE user_id = $1
+      AND covered_hash = ANY($2::text[])
+      AND covered_count <= cardinality($2::text[])
+      AND ($2::text[])[covered_count] = covered_hash
+    ORDER BY covered_count DESC, created_at DESC
+    LIMIT 1
+) AS best ON true
+LEFT JOIN failure ON true;
+
+-- name: record_summary_failure
+-- A summary job of chat $2 gave up: the latest failure is kept, the count of failures since the
+-- chat's last inlet grows.
+INSERT INTO summary_failures (user_id, chat_id, reason, detail)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (user_id, chat_id) DO UPDATE
+SET reason = EXCLUDED.reason, detail = EXCLUDED.detail, failures = summary_failures.failures + 1,
+    failed_at = now();
+
+-- name: clear_summary_failure
+DELETE FROM summary_failures WHERE user_id = $1 AND chat_id = $2;
+
+-- name: forget_summary_failures
+DELETE FROM summary_failures WHERE user_id = $1;
+
 -- name: summaries_at
 -- Which of the branch points $2 already have a summary of user $1 (keys and counts, no text).
 SELECT covered_hash, covered_count
