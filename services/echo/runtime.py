@@ -25,7 +25,7 @@ from echo.config.settings import Settings
 from echo.embeddings import base as embeddings_base
 from echo.embeddings import factory as embeddings_factory
 from echo.errors import EchoError
-from echo.jobs import kinds, worker
+from echo.jobs import kinds, memory_backends, worker
 from echo.store import bootstrap, pool
 from echo.vectors import base as vectors_base
 from echo.vectors import factory as vectors_factory
@@ -131,7 +131,9 @@ async def open_runtime(
             settings.inprocess_worker if settings.inprocess_worker is not None else not settings.database_url
         )
         if in_process:
-            handlers = kinds.builtin_registry(settings, store)
+            handlers = kinds.builtin_registry(
+                settings, store, memory_backends=memory_backends.RuntimeBackends(runtime)
+            )
             for spec in handlers:  # handlers that hold a connection (an LLM client) close after the worker
                 close = getattr(spec.handler, "aclose", None)
                 if close is not None:

@@ -14,7 +14,7 @@ import pytest
 from fakes.live_server import LiveServer
 
 from echo.config.settings import Settings
-from echo.filters import passthrough
+from echo.filters import memory as memory_filter
 from echo.hooks import create_app
 
 FILTERS = {"echo_context": 0, "echo_compression": 10, "echo_memory": 20}
@@ -51,7 +51,7 @@ def test_models_lists_the_three_filters(client: httpx.Client, prefix: str) -> No
             "valves": True,
         }
     assert "summar" in by_id["echo_compression"]["description"]
-    assert "return the body unchanged" in by_id["echo_memory"]["description"]
+    assert "distillation" in by_id["echo_memory"]["description"]
     assert "masks" in by_id["echo_context"]["description"]
 
 
@@ -155,7 +155,7 @@ def test_oversized_body_gets_413(tmp_path: Path, auth: dict[str, str]) -> None:
         assert http.post("/echo_context/filter/inlet", json=small).status_code == 200
 
 
-class _Exploding(passthrough.MemoryFilter):
+class _Exploding(memory_filter.MemoryFilter):
     async def inlet(self, body: dict[str, Any], ctx: Any) -> dict[str, Any]:
         body["messages"] = "half-done"  # a failing filter must not leak partial edits
         raise RuntimeError("vector store on fire")
@@ -168,7 +168,7 @@ class _Exploding(passthrough.MemoryFilter):
 def test_failing_or_slow_filter_answers_200_with_the_body(
     settings: Settings, auth: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(passthrough, "MemoryFilter", _Exploding)
+    monkeypatch.setattr(memory_filter, "MemoryFilter", _Exploding)
     settings_dir = settings.data_dir
     settings_dir.mkdir(parents=True)
     (settings_dir / "valves.json").write_text(json.dumps({"echo_memory": {"OUTLET_DEADLINE_MS": 100}}))
@@ -339,7 +339,7 @@ def test_lone_surrogates_come_back_as_sent(client: httpx.Client, phase: str) -> 
     assert answer.json()["messages"][0]["content"] == "half a pair: \ud83d!"
 
 
-class _Unserialisable(passthrough.MemoryFilter):
+class _Unserialisable(memory_filter.MemoryFilter):
     async def inlet(self, body: dict[str, Any], ctx: Any) -> dict[str, Any]:
         return {**body, "score": float("nan")}
 
@@ -350,7 +350,7 @@ class _Unserialisable(passthrough.MemoryFilter):
 def test_an_answer_that_cannot_be_serialised_falls_back_to_the_body(
     settings: Settings, auth: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(passthrough, "MemoryFilter", _Unserialisable)
+    monkeypatch.setattr(memory_filter, "MemoryFilter", _Unserialisable)
     with LiveServer(create_app(settings)) as server, httpx.Client(base_url=server.url, headers=auth) as http:
         body = chat_body()
         for phase in ("inlet", "outlet"):
@@ -385,7 +385,7 @@ def test_status_events_are_sent_only_to_a_caller_that_asks(client: httpx.Client)
 def test_a_failing_filter_raises_a_status_event_counted_in_metrics(
     settings: Settings, auth: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(passthrough, "MemoryFilter", _Exploding)
+    monkeypatch.setattr(memory_filter, "MemoryFilter", _Exploding)
     with LiveServer(create_app(settings)) as server, httpx.Client(base_url=server.url, headers=auth) as http:
         body = chat_body()
         asked = http.post("/echo_memory/filter/inlet", json={"body": body}, headers={"X-Echo-Events": "1"})

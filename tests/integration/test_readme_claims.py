@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 
 import httpx
-import pytest
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -34,15 +33,24 @@ def row_about(fragment: str) -> str:
 
 def test_the_opening_does_not_claim_inactive_capabilities() -> None:
     opening = " ".join(README.read_text(encoding="utf-8").split("## ", 1)[0].split())
-    assert re.search(r"the foundation, secret masking and context compression are active", opening)
-    assert re.search(r"memory, attachments and the rich shadow are not built yet", opening)
+    assert re.search(
+        r"the foundation, secret masking, context compression and long-term memory are active", opening
+    )
+    assert re.search(r"attachments and the rich shadow are not built yet", opening)
 
 
-@pytest.mark.parametrize("filter_id", ["echo_memory"])
-def test_inactive_filters_say_so_in_readme_and_in_models(client: httpx.Client, filter_id: str) -> None:
-    assert "not active yet" in row_about(f"`{filter_id}`")
+def test_the_inactive_context_inlet_says_so_in_readme_and_in_models(client: httpx.Client) -> None:
+    assert "not active yet" in row_about("Attachments (`echo_context` inlet)")
     listing = {model["id"]: model for model in client.get("/models").json()["data"]}
-    assert "return the body unchanged" in listing[filter_id]["description"]
+    assert "pass-through in this version" in listing["echo_context"]["description"]
+
+
+def test_memory_is_said_to_work_in_readme_and_in_models(client: httpx.Client) -> None:
+    assert row_about("`echo_memory`").startswith("working")
+    assert row_about("`/memories`").startswith("working")
+    listing = {model["id"]: model for model in client.get("/models").json()["data"]}
+    assert "distillation" in listing["echo_memory"]["description"]
+    assert client.get("/tools/openapi.json").status_code == 200
 
 
 def test_compression_is_said_to_work_in_readme_and_in_models(client: httpx.Client) -> None:
@@ -58,20 +66,11 @@ def test_compression_is_said_to_work_in_readme_and_in_models(client: httpx.Clien
     assert answer.json() == body  # a short chat has nothing to compress
 
 
-@pytest.mark.parametrize(
-    ("method", "path"),
-    [
-        ("GET", "/memories?user_id=u1"),
-        ("POST", "/memories/search"),
-        ("DELETE", "/users/u1"),
-        ("GET", "/tools/openapi.json"),
-        ("POST", "/tools/search_session_context"),
-        ("POST", "/tools/search_memories"),
-    ],
-)
-def test_routes_listed_as_not_built_are_absent(client: httpx.Client, method: str, path: str) -> None:
-    assert "not built yet" in row_about("`/memories`")
-    assert client.request(method, path, json={}).status_code in (404, 405)
+def test_routes_listed_as_not_built_are_absent(client: httpx.Client) -> None:
+    assert "not built yet" in row_about("`search_session_context`")
+    assert client.post("/tools/search_session_context", json={}).status_code == 404
+    paths = client.get("/tools/openapi.json").json()["paths"]
+    assert "/tools/search_session_context" not in paths
 
 
 def test_manual_compaction_is_said_to_be_served(client: httpx.Client) -> None:

@@ -99,6 +99,18 @@ class MemoryValves(Valves):
     DISTILLATION_MODEL: str = Field(
         "gemini-2.5-flash", min_length=1, description="Model that distils windows."
     )
+    ENABLE_RECALL: bool = Field(True, description="Inject the user's relevant memories on the inlet.")
+    RECALL_TOP_K: int = Field(5, ge=1, le=50, description="Most memories injected into one turn.")
+    RECALL_MAX_TOKENS: int = Field(
+        800, ge=64, le=32000, description="Token budget of the injected memories block (guard included)."
+    )
+    RECALL_MIN_SIMILARITY: float = Field(
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description="Cosine similarity to the latest user message below which a memory is not recalled"
+        " (embedder-dependent: 0.2 suits MiniLM; about 0.45 for bge-m3).",
+    )
     INLET_DEADLINE_MS: int = Field(800, gt=0, le=60000, description="Inlet deadline (ms), recall included.")
     OUTLET_DEADLINE_MS: int = Field(5000, gt=0, le=120000, description="Outlet deadline (ms).")
 

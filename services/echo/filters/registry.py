@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from echo.filters import base, compression, context, passthrough, pipe, references
+from echo.filters import base, compression, context, memory, pipe, references
 from echo.filters import masking as masking_filter
 
 __all__ = ["FilterSet", "build_filters"]
@@ -28,13 +28,15 @@ def build_filters(
     *,
     store: compression.StoreProvider | None = None,
     openwebui: references.OpenWebUIProvider | None = None,
+    runtime: memory.RuntimeProvider | None = None,
 ) -> FilterSet:
     """The filters and pipe hooks; `store` gives the running service's store (None without backends),
-    `openwebui` the Open WebUI API client referenced chats are read from (None unless configured)."""
+    `openwebui` the Open WebUI API client referenced chats are read from (None unless configured),
+    `runtime` the service's store, embedder and vectors (memory; None without backends)."""
     filters: list[base.Filter] = [
         context.ContextFilter(on_masked),
         compression.CompressionFilter(store, openwebui=openwebui),
-        passthrough.MemoryFilter(),
+        memory.MemoryFilter(runtime),
     ]
     pipes = [pipe.PipeFilter(model, on_masked) for model in pipe_models]
     return FilterSet(

@@ -16,7 +16,7 @@ from echo import metrics, supervision
 from echo.config import live as live_config
 from echo.config import settings as settings_module
 from echo.filters import registry
-from echo.hooks import chats, ops, pipe, protocol, security
+from echo.hooks import chats, memories, ops, pipe, protocol, security, tools
 from echo.llm import gemini_chat
 from echo.openwebui import client as openwebui_client
 
@@ -123,6 +123,7 @@ def create_app(
         _count_masked("outlet"),
         store=lambda: getattr(app.state.backends, "store", None),
         openwebui=lambda: openwebui,
+        runtime=lambda: app.state.backends if hasattr(app.state.backends, "embedder") else None,
     )
 
     @app.exception_handler(Exception)
@@ -131,7 +132,13 @@ def create_app(
         return JSONResponse({"detail": "internal error; see the service logs"}, status_code=500)
 
     app.include_router(ops.build_ops_router(config))
+    app.include_router(tools.build_tools_router(auth))
     for prefix in ("", "/v1"):
+        app.include_router(
+            memories.build_memories_router(max_body_bytes=settings.max_body_bytes),
+            prefix=prefix,
+            dependencies=[Depends(auth)],
+        )
         app.include_router(  # before the protocol's `/{id}/filter/{phase}`, which `/chats/filter/…` matches
             chats.build_chats_router(config, max_body_bytes=settings.max_body_bytes),
             prefix=prefix,

@@ -13,6 +13,7 @@ from echo.jobs import domain
 
 if TYPE_CHECKING:
     from echo.config.settings import Settings
+    from echo.jobs.distill import MemoryBackends
     from echo.jobs.registry import Registry
     from echo.store.pool import Store
 
@@ -43,14 +44,18 @@ def default_policy(kind: str) -> domain.KindPolicy:
     return POLICIES.get(kind, domain.KindPolicy())
 
 
-def builtin_registry(settings: Settings, store: Store) -> Registry:
+def builtin_registry(
+    settings: Settings, store: Store, *, memory_backends: MemoryBackends | None = None
+) -> Registry:
     """The handlers `echoctl worker` and the embedded worker run, built with `settings` and `store`.
 
     `summary` (context compression): the conversation store and the LLM of background work
     (`echo.llm.factory`, built on the first job; a handler that holds one has `aclose()`).
-    Capabilities still to come register theirs here too.
+    `distill` (memory): the stores, the LLM, and `memory_backends` (the embedder and vector store;
+    default: the worker's own, opened from `settings` on the first job).
     """
-    from echo.jobs import summary
+    from echo.jobs import distill, summary
+    from echo.jobs import memory_backends as backends_module
     from echo.jobs.registry import Registry
     from echo.llm import factory
     from echo.store import conversations
@@ -66,5 +71,14 @@ def builtin_registry(settings: Settings, store: Store) -> Registry:
             default_model=settings.llm_model,
         ),
         policy=policy,
+    )
+    registry.register(
+        DISTILL,
+        distill.DistillHandler(
+            store,
+            lambda: factory.llm_from_settings(settings),
+            memory_backends or backends_module.SettingsBackends(settings),
+        ),
+        policy=default_policy(DISTILL),
     )
     return registry

@@ -136,3 +136,8 @@ UPDATE jobs
 SET state = 'pending', attempts = 0, run_after = now(), updated_at = now(), finished_at = NULL
 WHERE id = $1 AND state = 'dead'
 RETURNING id;
+
+-- name: forget_user
+-- Forgetting a user (DELETE /users/{id}) drops every job about them, in any state: each job kind's
+-- payload names its user in user_id. A running job finds its row gone and writes nothing more.
+DELETE FROM jobs WHERE payload ->> 'user_id' = $1;

@@ -205,6 +205,12 @@ class JobQueue:
         values["state"] = domain.JobState(values["state"])
         return JobInfo(**values)
 
+    async def forget_user(self, user_id: str, *, connection: pool.Connection | None = None) -> int:
+        """Delete every job whose payload names `user_id` (any state); how many were deleted."""
+        status = await (connection or self.store).execute(_sql()["forget_user"], user_id)
+        tail = status.rsplit(" ", 1)[-1]
+        return int(tail) if tail.isdigit() else 0
+
     async def requeue_dead(self, job_id: int) -> bool:
         """Give a dead job a fresh set of attempts; False when it is not dead."""
         return await self.store.fetchval(_sql()["requeue_dead"], job_id) is not None

@@ -1,0 +1,185 @@
+"""The memory API (bearer auth, on `/` and `/v1`): list, search, read, delete memories; forget a user.
+
+- `GET /memories?user_id=…&limit=&offset=`: the user's memories, most recently updated first.
+- `POST /memories/search` `{"user_id", "query", "k"}` (k: 1–100, default 10): the user's memories
+  nearest to the query
+  (through the embedder and vector store the recall uses; `score` is the cosine similarity).
+- `GET /memories/{id}?user_id=…`: one memory with its provenance (the chat windows it came from)
+  and its history (every version a merge replaced).
+- `DELETE /memories/{id}?user_id=…`: delete one memory (its history and its vector go too).
+- `DELETE /users/{user_id}`: forget everything about a user (`echo.jobs.forgetting`): memories and
+  their history, summaries, stored messages, chat heads, vectors (memories and ephemeral files) and
+  every job about them.
+
+Every read and delete is scoped to the user named: another user's memory id answers 404. Bad input
+is a 422 naming the field; 503 when the store, the embedder or the vector store is not there.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, NotRequired
+
+import structlog
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import ConfigDict, Field, TypeAdapter
+from typing_extensions import TypedDict  # pydantic needs this TypedDict before Python 3.12
+
+from echo.errors import EchoError
+from echo.hooks import wire
+from echo.jobs import forgetting
+from echo.store import errors as store_errors
+from echo.store import memories, pool
+from echo.vectors import base as vectors_base
+
+__all__ = ["SEARCH_REQUEST", "MemorySearch", "build_memories_router", "search_memories"]
+
+log = structlog.get_logger("echo.hooks")
+
+_NOT_FOUND = "no memory with this id for this user"
+UserId = Annotated[str, Query(min_length=1, description="The user whose memories these are.")]
+Limit = Annotated[int, Query(ge=1, le=1000)]
+Offset = Annotated[int, Query(ge=0)]
+
+
+class MemorySearch(TypedDict):
+    """The JSON body of `POST /memories/search`."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    user_id: Annotated[str, Field(min_length=1)]
+    query: Annotated[str, Field(min_length=1, max_length=20000)]
+    k: NotRequired[Annotated[int, Field(ge=1, le=100)]]
+
+
+SEARCH_REQUEST: TypeAdapter[Any] = TypeAdapter(MemorySearch)
+
+
+def _runtime(request: Request) -> Any:
+    runtime = getattr(request.app.state, "backends", None)
+    if getattr(runtime, "store", None) is None:
+        raise HTTPException(status_code=503, detail="no store: this service runs without backends")
+    return runtime
+
+
+def _store(request: Request) -> pool.Store:
+    store: pool.Store = _runtime(request).store
+    return store
+
+
+def _vectors(runtime: Any) -> vectors_base.VectorStore:
+    vectors = getattr(runtime, "vectors", None)
+    if vectors is None:
+        raise HTTPException(status_code=503, detail="the embedder and vector store are not ready yet")
+    found: vectors_base.VectorStore = vectors
+    return found
+
+
+async def search_memories(runtime: Any, user_id: str, query: str, k: int) -> list[dict[str, Any]]:
+    """The user's `k` memories nearest to `query`, as the API answers them (payload + score)."""
+    vectors = _vectors(runtime)
+    vector = (await runtime.embedder.embed([query]))[0]
+    hits = await vectors.search(vectors_base.Kind.MEMORY, vector, user_id=user_id, limit=k)
+    return [
+        {
+            "id": hit.id,
+            "user_id": hit.user_id,
+            "chat_id": hit.chat_id,
+            "score": hit.score,
+            "memory_id": hit.payload.get("memory_id"),
+            "summary": hit.payload.get("summary"),
+            "memory_importance": hit.payload.get("memory_importance"),
+            "tags": hit.payload.get("tags", []),
+            "updated_at": hit.payload.get("timestamp"),
+            "version": hit.payload.get("version"),
+        }
+        for hit in hits
+        if hit.user_id == user_id
+    ]
+
+
+def _unavailable(error: EchoError) -> HTTPException:
+    log.warning("memory_api_backend_failed", error=str(error))
+    return HTTPException(status_code=503, detail=f"a backend is unavailable: {error}")
+
+
+def build_memories_router(*, max_body_bytes: int) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/memories")
+    async def list_memories(
+        request: Request,
+        user_id: UserId,
+        limit: Limit = 100,
+        offset: Offset = 0,
+    ) -> JSONResponse:
+        store = memories.Memories(_store(request))
+        try:
+            rows = await store.list(user_id, limit=limit, offset=offset)
+            total = await store.count(user_id)
+        except store_errors.StoreError as error:
+            raise _unavailable(error) from error
+        data = [memories.to_json(row.memory) for row in rows]
+        return JSONResponse({"data": data, "total": total, "limit": limit, "offset": offset})
+
+    @router.post("/memories/search")
+    async def search(request: Request) -> JSONResponse:
+        data = await wire.read_json(request, max_body_bytes)
+        wire.validate(SEARCH_REQUEST, data)
+        try:
+            found = await search_memories(
+                _runtime(request), data["user_id"], data["query"], int(data.get("k", 10))
+            )
+        except EchoError as error:
+            raise _unavailable(error) from error
+        return JSONResponse({"data": found})
+
+    @router.get("/memories/{memory_id}")
+    async def get_memory(request: Request, memory_id: str, user_id: UserId) -> JSONResponse:
+        try:
+            row = await memories.Memories(_store(request)).get(user_id, memory_id, with_history=True)
+        except store_errors.StoreError as error:
+            raise _unavailable(error) from error
+        if row is None:
+            raise HTTPException(status_code=404, detail=_NOT_FOUND)
+        answer = memories.to_json(row.memory)
+        answer["history"] = [
+            {
+                "version": v.version,
+                "summary": v.summary,
+                "memory_importance": v.importance,
+                "tags": list(v.tags),
+                "replaced_at": v.replaced_at,
+                "replaced_by_window": v.window,
+            }
+            for v in row.memory.history
+        ]
+        return JSONResponse(answer)
+
+    @router.delete("/memories/{memory_id}")
+    async def delete_memory(request: Request, memory_id: str, user_id: UserId) -> JSONResponse:
+        runtime = _runtime(request)
+        store = memories.Memories(runtime.store)
+        try:
+            async with runtime.store.transaction() as connection:
+                await store.user_lock(connection, user_id)
+                deleted = await store.delete(user_id, memory_id, connection=connection)
+                if deleted and getattr(runtime, "vectors", None) is not None:
+                    await runtime.vectors.delete(vectors_base.Kind.MEMORY, [memory_id], user_id=user_id)
+        except EchoError as error:
+            raise _unavailable(error) from error
+        if not deleted:
+            raise HTTPException(status_code=404, detail=_NOT_FOUND)
+        return JSONResponse({"deleted": memory_id, "user_id": user_id})
+
+    @router.delete("/users/{user_id}")
+    async def forget_user(request: Request, user_id: str) -> JSONResponse:
+        runtime = _runtime(request)
+        parts = forgetting.builtin_forgetting(runtime.store, lambda: getattr(runtime, "vectors", None))
+        done = await parts.forget(user_id)
+        status = 200 if not done.failed else 503
+        return JSONResponse(
+            {"user_id": user_id, "deleted": done.deleted, "failed": done.failed}, status_code=status
+        )
+
+    return router

@@ -1,0 +1,123 @@
+"""The tool server Open WebUI registers (DESIGN §3): `GET /tools/openapi.json` and its operations.
+
+Register it in Open WebUI (Admin Settings → External Tools, type OpenAPI) with the hook service's URL,
+path `tools/openapi.json` and auth "bearer" with `ECHO_API_KEY`; a chat that enables it lets the
+model call, server-side in Open WebUI:
+
+- `POST /tools/search_memories` `{"query", "k"}`: the calling user's long-term memories nearest to
+  the query, with their date, importance and tags.
+
+The OpenAPI document is served without auth (Open WebUI fetches it so) and is generated from these
+routes, so it always matches them. Every call carries the bearer key and Open WebUI's
+`x-openwebui-user-id` header: a call without a user is refused with a 422 naming the header, and a
+user only ever searches their own memories.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Request
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+import echo
+from echo.errors import EchoError
+from echo.hooks import memories as memories_api
+from echo.hooks import wire
+
+__all__ = ["USER_HEADER", "build_tools_router"]
+
+USER_HEADER = "x-openwebui-user-id"
+
+
+class SearchMemories(BaseModel):
+    """Search the user's long-term memories."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(
+        min_length=1,
+        max_length=20000,
+        description="What to look for in what you remember about the user (a question or keywords).",
+    )
+    k: int = Field(5, ge=1, le=20, description="How many memories to return.")
+
+
+class RememberedItem(BaseModel):
+    summary: str
+    memory_importance: int | None = None
+    tags: list[str] = []
+    updated_at: float | None = None
+    score: float
+
+
+class SearchMemoriesAnswer(BaseModel):
+    memories: list[RememberedItem]
+
+
+def _user(value: str | None) -> str:
+    if value is None or not value.strip():
+        raise wire.unprocessable(
+            [
+                {
+                    "loc": ["header", USER_HEADER],
+                    "msg": "Field required: Open WebUI sends the calling user's id in this header",
+                    "type": "missing",
+                }
+            ]
+        )
+    return value.strip()
+
+
+def build_tools_router(auth: Any) -> APIRouter:
+    """The tool routes (behind `auth`) and their OpenAPI document (public)."""
+    router = APIRouter()
+    operations = APIRouter(dependencies=[Depends(auth)])
+
+    @operations.post(
+        "/tools/search_memories",
+        operation_id="search_memories",
+        summary="Search what you remember about the user",
+        description="Long-term memories distilled from earlier conversations with this user, nearest to "
+        "the query first. Use it when the user refers to something they told you before.",
+        response_model=SearchMemoriesAnswer,
+    )
+    async def search_memories(
+        request: Request,
+        call: SearchMemories,
+        x_openwebui_user_id: Annotated[str | None, Header(include_in_schema=False)] = None,
+    ) -> JSONResponse:
+        user_id = _user(x_openwebui_user_id)
+        runtime = getattr(request.app.state, "backends", None)
+        if getattr(runtime, "store", None) is None:
+            raise HTTPException(status_code=503, detail="no store: this service runs without backends")
+        try:
+            found = await memories_api.search_memories(runtime, user_id, call.query, call.k)
+        except EchoError as error:
+            raise HTTPException(status_code=503, detail=f"a backend is unavailable: {error}") from error
+        items = [
+            {k: item[k] for k in ("summary", "memory_importance", "tags", "updated_at", "score")}
+            for item in found
+        ]
+        return JSONResponse({"memories": items})
+
+    document = get_openapi(
+        title="ECHO tools",
+        version=echo.__version__,
+        description="Tools of ECHO for Open WebUI: long-term memory search.",
+        routes=operations.routes,
+    )
+    document["components"] = {
+        **document.get("components", {}),
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+    }
+    document["security"] = [{"bearer": []}]
+
+    @router.get("/tools/openapi.json", include_in_schema=False)
+    async def openapi() -> JSONResponse:
+        return JSONResponse(document)
+
+    router.include_router(operations)
+    return router

@@ -1,0 +1,485 @@
+"""The `distill` job (seed 000, filter 2): one window of a chat branch into long-term memory.
+
+The outlet of `echo_memory` stores the window's messages in the conversation store and enqueues one
+job per window (`DistillJob`, idempotency key = the window's key, the cumulative hash of its last
+message). The payload holds references, not a transcript. The handler:
+
+1. checks the window's chain (the invariants from `parent` lead to its key) and whether the window
+   was distilled already (`memory_windows`): then it only makes sure the vector index holds the
+   memory's latest version (a worker that died between the two writes) and ends;
+2. loads the messages by hash, cleans them (`echo.memory.cleaning`), and discards a window with too
+   few content words without calling the LLM (`echo.memory.worth`);
+3. asks the LLM (`DISTILLATION_MODEL`) for the distillation JSON; an invalid answer is sent back
+   once with its problems; a second invalid answer dead-letters the job with the raw text; the
+   model may answer that nothing is worth remembering (no memory);
+4. embeds the summary and, under the user's lock (`Memories.user_lock`), finds the user's nearest
+   memory: an exact match only touches its date, a new one is inserted (row and vector in the
+   lock, so the next window sees it); a similar one is merged by the LLM outside the lock, then
+   written with a compare-and-set on its version: a merge that lost a race merges again into the
+   new text, so concurrent merges into one memory lose nothing; earlier versions are kept;
+5. writes the vector with the memory's payload (user_id, chat_id, timestamp, memory_importance,
+   memory_id, tags, version, summary) and marks the version indexed.
+
+Failures: LLM, embedder or vector store down → retried with the queue's backoff (nothing is
+written before the decision, and everything after it is idempotent); a forgotten user's job finds
+its row gone and stops (checked under the lock `DELETE /users/{id}` takes too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from echo import chain, metrics
+from echo.embeddings import base as embeddings_base
+from echo.errors import EchoError
+from echo.jobs import domain, errors
+from echo.llm import errors as llm_errors
+from echo.llm import interface as llm
+from echo.memory import cleaning, collisions, distillation, merging, records, worth
+from echo.store import conversations, memories, pool
+from echo.store import errors as store_errors
+from echo.vectors import base as vectors_base
+
+__all__ = ["PAYLOAD_VERSION", "DistillHandler", "DistillJob", "MemoryBackends", "point_payload"]
+
+log = structlog.get_logger("echo.jobs.distill")
+
+PAYLOAD_VERSION = 1
+_MAX_MERGE_ROUNDS = 5
+_DISTILL_OUTPUT_TOKENS = 2048  # a 1000-word summary is about 1,400 tokens, plus the other fields
+
+
+class MemoryBackends(Protocol):
+    """Where the handler finds the embedder and the vector store (None while they are not ready)."""
+
+    def embedder(self) -> embeddings_base.Embedder | None: ...
+
+    async def vectors(self) -> vectors_base.VectorStore | None: ...
+
+
+@dataclass(frozen=True)
+class DistillJob:
+    """One window, as the job payload carries it (see the module docstring)."""
+
+    user_id: str
+    chat_id: str | None
+    key: str
+    start: int
+    parent: str | None
+    invariants: tuple[str, ...]
+    message_ids: tuple[str | None, ...] = ()
+    file_names: Mapping[str, str] | None = None
+    model: str = "gemini-2.5-flash"
+    similarity_threshold: float = 0.85
+    exact_match_threshold: float = 0.95
+
+    @property
+    def window(self) -> records.WindowRef:
+        return records.WindowRef(self.chat_id, self.key, self.invariants, self.message_ids)
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "v": PAYLOAD_VERSION,
+            "user_id": self.user_id,
+            "chat_id": self.chat_id,
+            "window": self.key,
+            "start": self.start,
+            "parent": self.parent,
+            "invariants": list(self.invariants),
+            "message_ids": list(self.message_ids),
+            "file_names": dict(self.file_names or {}),
+            "model": self.model,
+            "similarity_threshold": self.similarity_threshold,
+            "exact_match_threshold": self.exact_match_threshold,
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> DistillJob:
+        """The job a payload describes; `PermanentJobError` naming the field when it is malformed."""
+        try:
+            if payload.get("v", PAYLOAD_VERSION) != PAYLOAD_VERSION:
+                raise ValueError(f"v: this worker reads version {PAYLOAD_VERSION}, not {payload.get('v')!r}")
+            user_id = payload["user_id"]
+            if not isinstance(user_id, str) or not user_id:
+                raise ValueError("user_id: expected a non-empty string")
+            invariants = tuple(payload["invariants"])
+            if not invariants or not all(isinstance(i, str) for i in invariants):
+                raise ValueError("invariants: expected a non-empty list of hashes")
+            job = cls(
+                user_id=user_id,
+                chat_id=payload.get("chat_id") or None,
+                key=str(payload["window"]),
+                start=int(payload.get("start", 0)),
+                parent=payload.get("parent"),
+                invariants=invariants,
+                message_ids=tuple(m if isinstance(m, str) else None for m in payload.get("message_ids", ())),
+                file_names={str(k): str(v) for k, v in (payload.get("file_names") or {}).items()},
+                model=str(payload.get("model") or "gemini-2.5-flash"),
+                similarity_threshold=float(payload.get("similarity_threshold", 0.85)),
+                exact_match_threshold=float(payload.get("exact_match_threshold", 0.95)),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise errors.PermanentJobError(f"malformed distill payload: {error}") from error
+        parent = job.parent
+        try:
+            for invariant in job.invariants:
+                parent = chain.cumulative_hash(invariant, parent)
+        except ValueError as error:
+            raise errors.PermanentJobError(f"malformed distill payload: {error}") from error
+        if parent != job.key:
+            raise errors.PermanentJobError("malformed distill payload: the invariants do not lead to window")
+        return job
+
+
+def point_payload(memory: records.Memory) -> dict[str, Any]:
+    """The vector point's payload (seed 000's fields, and what recall needs without a database read)."""
+    return {
+        "memory_id": memory.memory_id,
+        "summary": memory.summary,
+        "memory_importance": memory.importance,
+        "tags": list(memory.tags),
+        "timestamp": memory.updated_at,
+        "version": memory.version,
+    }
+
+
+class _Failure(Exception):
+    def __init__(self, reason: str, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.retryable = retryable
+
+
+class DistillHandler:
+    """Runs `distill` jobs with the conversation and memory stores, an LLM, the embedder and vectors."""
+
+    def __init__(
+        self,
+        store: pool.Store,
+        llm_factory: Callable[[], llm.LLM],
+        backends: MemoryBackends,
+    ) -> None:
+        self.store = store
+        self.conversations = conversations.Conversations(store)
+        self.memories = memories.Memories(store)
+        self.backends = backends
+        self._llm_factory = llm_factory
+        self._llm: llm.LLM | None = None
+        self._lock = asyncio.Lock()
+
+    async def _model(self) -> llm.LLM:
+        async with self._lock:
+            if self._llm is None:
+                self._llm = self._llm_factory()
+            return self._llm
+
+    async def aclose(self) -> None:
+        if self._llm is not None:
+            await self._llm.aclose()
+            self._llm = None
+        close = getattr(self.backends, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def __call__(self, job: domain.Job, /) -> None:
+        spec = DistillJob.from_payload(job.payload)
+        bound = log.bind(user_id=spec.user_id, chat_id=spec.chat_id, window=spec.key[:12], job_id=job.id)
+        started = time.perf_counter()
+        try:
+            outcome = await self._distill(job, spec, bound)
+        except _Failure as failure:
+            metrics.MEMORY_DISTILL_FAILURES.labels(failure.reason).inc()
+            bound.warning("distill_failed", reason=failure.reason, error=str(failure), attempt=job.attempts)
+            if failure.retryable:
+                raise errors.RetryLater(str(failure)) from failure
+            raise errors.PermanentJobError(str(failure)) from failure
+        except store_errors.StoreError as error:
+            metrics.MEMORY_DISTILL_FAILURES.labels("store").inc()
+            raise errors.RetryLater(f"store: {error}") from error
+        if outcome is not None:
+            metrics.MEMORIES.labels(outcome).inc()
+            metrics.MEMORY_DISTILL_SECONDS.observe(time.perf_counter() - started)
+            bound.info("window_distilled", outcome=outcome)
+
+    async def _ready(self) -> tuple[embeddings_base.Embedder, vectors_base.VectorStore]:
+        try:
+            embedder = self.backends.embedder()
+            vectors = await self.backends.vectors()
+        except EchoError as error:
+            raise _Failure(
+                "not_ready", f"the embedder or the vector store failed to open: {error}", retryable=True
+            ) from error
+        if embedder is None or vectors is None:
+            raise _Failure("not_ready", "the embedder or the vector store is not ready yet", retryable=True)
+        return embedder, vectors
+
+    async def _distill(self, job: domain.Job, spec: DistillJob, bound: Any) -> str | None:
+        done = await self.memories.window_outcome(spec.user_id, spec.key)
+        if done is not None:
+            outcome, memory_id = done
+            if memory_id is not None and outcome != "discarded":
+                await self._reindex(spec.user_id, memory_id)
+            bound.info("window_seen", outcome=outcome)
+            return None
+        loaded = await self.conversations.messages(spec.user_id, spec.invariants)
+        missing = [key for key in spec.invariants if key not in loaded]
+        if missing:
+            raise _Failure("missing_input", f"{len(missing)} window messages are not stored", retryable=False)
+        cleaned = cleaning.clean_messages([loaded[key] for key in spec.invariants], spec.file_names)
+        if not cleaned:
+            return await self._discard(job, spec, "empty")
+        if not worth.is_worth_distilling(cleaned):
+            return await self._discard(job, spec, "small_talk")
+        conversation = cleaning.render(cleaned)
+        model = await self._model()
+        distilled, result = await self._distillation(model, spec, conversation)
+        if distilled is None:
+            return await self._discard(job, spec, "model")
+        embedder, vectors = await self._ready()
+        vector = await self._embed(embedder, distilled.summary)
+        for _ in range(_MAX_MERGE_ROUNDS):
+            decided = await self._decide_or_write(job, spec, distilled, vector, vectors, result)
+            if decided is None or isinstance(decided, str):
+                return decided
+            target, expected = decided
+            merged = await self._merge(model, spec, target, distilled, embedder, vectors, expected)
+            if merged:
+                return collisions.Action.MERGE.value
+            metrics.MEMORY_MERGE_CONFLICTS.inc()
+            bound.info("merge_conflict", memory=target.id)
+        raise _Failure("conflict", f"{_MAX_MERGE_ROUNDS} merge rounds lost to other workers", retryable=True)
+
+    async def _discard(self, job: domain.Job, spec: DistillJob, reason: str) -> str | None:
+        metrics.MEMORY_DISCARDED.labels(reason).inc()
+        async with self.store.transaction() as connection:
+            await self.memories.user_lock(connection, spec.user_id)
+            if not await self.memories.job_alive(connection, job.id):
+                return None
+            recorded = await self.memories.record_window(
+                connection, spec.user_id, spec.window, "discarded", reason=reason
+            )
+        return "discarded" if recorded else None
+
+    async def _generate(self, model: llm.LLM, request: llm.LLMRequest) -> llm.LLMResult:
+        try:
+            return await model.generate(request)
+        except llm_errors.InvalidJSON:
+            raise
+        except llm_errors.LLMError as error:
+            raise _Failure("llm", f"distillation model failed: {error}", retryable=True) from error
+
+    async def _distillation(
+        self, model: llm.LLM, spec: DistillJob, conversation: str
+    ) -> tuple[records.Distilled | None, llm.LLMResult | None]:
+        system, user = distillation.distillation_prompt(conversation)
+        answer: object = None
+        for attempt in range(2):
+            request = llm.LLMRequest(
+                model=spec.model,
+                messages=[("user", user)],
+                system=system,
+                temperature=0.2,
+                max_output_tokens=_DISTILL_OUTPUT_TOKENS,
+                json_schema=distillation.DISTILLATION_SCHEMA,
+                purpose="distill",
+            )
+            try:
+                result = await self._generate(model, request)
+                answer = result.parsed
+                return distillation.parse(answer), result
+            except llm_errors.InvalidJSON as error:
+                answer, problems = error.text or str(error), [f"(answer): not JSON ({error.message})"]
+            except distillation.InvalidDistillation as error:
+                problems = error.problems
+            if attempt == 0:
+                system, user = distillation.repair_prompt(
+                    conversation, distillation.raw_text(answer), problems
+                )
+        raise _Failure(
+            "invalid",
+            f"invalid distillation after one repair: {'; '.join(problems)}; raw answer: "
+            f"{distillation.raw_text(answer)[:2000]}",
+            retryable=False,
+        )
+
+    async def _embed(self, embedder: embeddings_base.Embedder, text: str) -> list[float]:
+        try:
+            return (await embedder.embed([text]))[0]
+        except embeddings_base.EmbeddingError as error:
+            raise _Failure("embedding", f"embedding failed: {error}", retryable=error.retryable) from error
+
+    async def _decide_or_write(
+        self,
+        job: domain.Job,
+        spec: DistillJob,
+        distilled: records.Distilled,
+        vector: list[float],
+        vectors: vectors_base.VectorStore,
+        result: llm.LLMResult | None,
+    ) -> str | tuple[records.Memory, int] | None:
+        """Under the user's lock: touch or insert and return the outcome, or return the memory to
+        merge into and its version (the merge happens outside the lock); None when there is nothing
+        to do (the user was forgotten, or another delivery of the window did it)."""
+        async with self.store.transaction() as connection:
+            await self.memories.user_lock(connection, spec.user_id)
+            if not await self.memories.job_alive(connection, job.id):
+                return None
+            if await self.memories.window_outcome(spec.user_id, spec.key, connection=connection) is not None:
+                return None
+            hits = await self._search(vectors, vector, spec.user_id)
+            decision = collisions.decide(
+                (hits[0].id, hits[0].score) if hits else None,
+                similarity_threshold=spec.similarity_threshold,
+                exact_match_threshold=spec.exact_match_threshold,
+            )
+            if decision.action is not collisions.Action.INSERT:
+                assert decision.target is not None
+                row = await self.memories.get(spec.user_id, decision.target)
+                if row is None:  # a point without its row (deleted meanwhile): drop it and decide again
+                    await self._vectors(
+                        vectors.delete(vectors_base.Kind.MEMORY, [decision.target], user_id=spec.user_id)
+                    )
+                    decision = collisions.Decision(collisions.Action.INSERT, None, decision.score)
+                elif decision.action is collisions.Action.MERGE:
+                    return row.memory, row.memory.version
+                else:
+                    await self.memories.touch(connection, spec.user_id, row.memory.id, spec.window)
+                    await self.memories.record_window(
+                        connection, spec.user_id, spec.window, "touched", row.memory.id
+                    )
+                    touched = await self._row(connection, spec.user_id, row.memory.id)
+                    await self._write_point(vectors, touched, None, connection)
+                    return collisions.Action.TOUCH.value
+            memory_id = memories.memory_key(spec.user_id, spec.key)
+            await self.memories.insert(
+                connection,
+                spec.user_id,
+                memory_id,
+                distilled,
+                spec.window,
+                provider=result.provider if result is not None else "unknown",
+                model=result.model if result is not None else spec.model,
+            )
+            await self.memories.record_window(connection, spec.user_id, spec.window, "created", memory_id)
+            created = await self._row(connection, spec.user_id, memory_id)
+            await self._write_point(vectors, created, vector, connection)
+            return collisions.Action.INSERT.value
+
+    async def _row(self, connection: pool.Connection, user_id: str, memory_id: str) -> records.Memory:
+        row = await connection.fetchrow(memories.get_query(), user_id, memory_id)
+        if row is None:  # pragma: no cover - written in this very transaction
+            raise _Failure("missing_input", f"memory {memory_id} vanished", retryable=True)
+        return memories.memory_from_row(row).memory
+
+    async def _search(
+        self, vectors: vectors_base.VectorStore, vector: list[float], user_id: str
+    ) -> list[vectors_base.Hit]:
+        return await self._vectors(vectors.search(vectors_base.Kind.MEMORY, vector, user_id=user_id, limit=1))
+
+    async def _vectors(self, call: Any) -> Any:
+        try:
+            return await call
+        except vectors_base.DimensionMismatch as error:
+            raise _Failure("vectors", str(error), retryable=False) from error
+        except vectors_base.VectorStoreError as error:
+            raise _Failure("vectors", f"vector store failed: {error}", retryable=True) from error
+
+    async def _write_point(
+        self,
+        vectors: vectors_base.VectorStore,
+        memory: records.Memory,
+        vector: list[float] | None,
+        connection: pool.Connection,
+    ) -> None:
+        """Write the memory's point (its vector, or the stored one when None) and mark its version."""
+        if vector is None:
+            found = await self._vectors(
+                vectors.retrieve(
+                    vectors_base.Kind.MEMORY, [memory.id], user_id=memory.user_id, with_vectors=True
+                )
+            )
+            if not found or found[0].vector is None:
+                raise _Failure("vectors", f"memory {memory.id} has no vector to update", retryable=True)
+            vector = list(found[0].vector)
+        point = vectors_base.Point(
+            id=memory.id,
+            vector=vector,
+            user_id=memory.user_id,
+            chat_id=memory.chat_id,
+            payload=point_payload(memory),
+        )
+        await self._vectors(vectors.upsert(vectors_base.Kind.MEMORY, [point]))
+        await self.memories.mark_indexed(memory.user_id, memory.id, memory.version, connection=connection)
+
+    async def _merge(
+        self,
+        model: llm.LLM,
+        spec: DistillJob,
+        target: records.Memory,
+        distilled: records.Distilled,
+        embedder: embeddings_base.Embedder,
+        vectors: vectors_base.VectorStore,
+        expected: int,
+    ) -> bool:
+        """Merge the new memory into ``target`` (version ``expected``); False when another worker
+        changed it first (the caller decides again)."""
+        text = await self._merged_text(model, spec, target.summary, distilled.summary)
+        vector = await self._embed(embedder, text)
+        version = await self.memories.merge(
+            spec.user_id,
+            target.id,
+            expected_version=expected,
+            summary=text,
+            importance=collisions.merged_importance(target.importance, distilled.importance),
+            tags=collisions.merged_tags(target.tags, distilled.tags),
+            window=spec.window,
+        )
+        if version is None:
+            return False
+        async with self.store.transaction() as connection:
+            await self.memories.user_lock(connection, spec.user_id)
+            current = await self._row(connection, spec.user_id, target.id)
+            if current.version == version:  # a later merge writes its own point
+                await self._write_point(vectors, current, vector, connection)
+        return True
+
+    async def _merged_text(self, model: llm.LLM, spec: DistillJob, old: str, new: str) -> str:
+        if model.provider_name == "offline":
+            return merging.offline_merge(old, new)
+        system, user = merging.merge_prompt(old, new)
+        request = llm.LLMRequest(
+            model=spec.model,
+            messages=[("user", user)],
+            system=system,
+            temperature=0.1,
+            max_output_tokens=_DISTILL_OUTPUT_TOKENS,
+            json_schema=merging.MERGE_SCHEMA,
+            purpose="merge",
+        )
+        for attempt in range(2):
+            try:
+                result = await self._generate(model, request)
+                return merging.parse_merge(result.parsed)
+            except (llm_errors.InvalidJSON, distillation.InvalidDistillation) as error:
+                if attempt:
+                    raise _Failure("invalid", f"invalid merge answer: {error}", retryable=True) from error
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _reindex(self, user_id: str, memory_id: str) -> None:
+        """Make the vector index hold the memory's latest version (after a crash between writes)."""
+        row = await self.memories.get(user_id, memory_id)
+        if row is None or row.indexed_version >= row.memory.version:
+            return
+        embedder, vectors = await self._ready()
+        vector = await self._embed(embedder, row.memory.summary)
+        async with self.store.transaction() as connection:
+            await self.memories.user_lock(connection, user_id)
+            current = await self._row(connection, user_id, memory_id)
+            if current.version == row.memory.version:
+                await self._write_point(vectors, current, vector, connection)

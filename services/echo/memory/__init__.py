@@ -1,0 +1,14 @@
+"""Long-term memory (seed 000, filter 2: conversation_memory_filter v4.0), the pure domain.
+
+Pure, no I/O (import-linter's pure-domain contract): plain data in, decisions and texts out.
+
+- ``windows``: the deterministic sliding window (every ``WINDOW_SIZE`` new messages of a branch, one
+  window of ``WINDOW_SIZE + WINDOW_OVERLAP``), keyed by the cumulative hash of its last message.
+- ``cleaning``: ``_clean_messages`` of the seed: role, content and attached file names only.
+- ``worth``: windows with nothing worth remembering (greetings, small talk) are not distilled.
+- ``distillation``: the distillation prompt, its response schema and the validation of an answer.
+- ``collisions``: exact match (touch), similar (merge, importance = max), or new (insert).
+- ``merging``: the merge prompt, and the offline merge that keeps every sentence of both.
+- ``recall``: ranking by similarity, importance and recency, the token budget, the fenced block.
+- ``records``: the values (memories, versions, provenance).
+"""

@@ -1,0 +1,128 @@
+"""echo-hooks as `echoctl serve` runs it, for the memory tests: the real runtime (`open_runtime`) on a
+tenant schema of the test PostgreSQL, the packaged MiniLM embedder, Qdrant local mode in a temporary
+directory and the in-process worker running `distill` jobs; the offline LLM unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fakes.live_server import LiveServer
+from fakes.shared_data import API_KEY
+
+from echo import runtime, supervision
+from echo.config.settings import Settings
+from echo.hooks import create_app
+from echo.store import pool, tenancy, testing
+
+__all__ = ["MemoryService", "memory_service", "outlet_body", "until"]
+
+
+@dataclass
+class MemoryService:
+    """A running service: `http` its authenticated client, `store` a connection to its schema."""
+
+    http: httpx.AsyncClient
+    store: pool.Store
+    settings: Settings
+    supervisor: supervision.Supervisor
+
+    async def hook(self, filter_id: str, phase: str, body: Mapping[str, Any], user_id: str) -> Any:
+        answer = await self.http.post(
+            f"/{filter_id}/filter/{phase}",
+            json={"body": dict(body), "user": {"id": user_id, "name": user_id}},
+        )
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    async def drained(self, within: float = 60.0) -> None:
+        """Wait until no job is pending or running."""
+
+        async def idle() -> bool:
+            return not await self.store.fetchval(
+                "SELECT count(*) FROM jobs WHERE state IN ('pending', 'running')"
+            )
+
+        await until(idle, within=within, what="jobs drained")
+
+    async def jobs(self) -> list[Any]:
+        return await self.store.fetch(
+            "SELECT kind, state, payload, idempotency_key, attempts, last_error FROM jobs ORDER BY id"
+        )
+
+
+async def until(check: Callable[[], Awaitable[bool]], within: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + within
+    while not await check():
+        assert time.monotonic() < deadline, f"{what} not reached in {within} s"
+        await asyncio.sleep(0.05)
+
+
+def outlet_body(messages: list[dict[str, Any]], chat_id: str = "c1") -> dict[str, Any]:
+    return {
+        "model": "gpt-x",
+        "messages": messages,
+        "chat_id": chat_id,
+        "session_id": "s1",
+        "id": messages[-1]["id"],
+    }
+
+
+@asynccontextmanager
+async def memory_service(
+    dsn: str, tmp_path: Path, *, valves: Mapping[str, Any] | None = None, **settings: Any
+) -> AsyncIterator[MemoryService]:
+    tenant = testing.unique_tenant("mem")
+    options: dict[str, Any] = {
+        "data_dir": tmp_path / "echo",
+        "database_url": dsn,
+        "tenant": tenant,
+        "inprocess_worker": True,
+        "qdrant_path": tmp_path / "qdrant",
+        "api_key": API_KEY,
+        "llm_provider": "offline",
+        "job_poll_seconds": 0.2,
+        **settings,
+    }
+    config = Settings(**options)
+    supervisor = supervision.Supervisor()
+    app = create_app(
+        config,
+        backends=lambda s: runtime.open_runtime(s, supervisor=supervisor),
+        supervisor=supervisor,
+    )
+    schema = tenancy.schema_for(tenant)
+    try:
+        with LiveServer(app, name="echo-hooks") as live:
+            headers = {"Authorization": f"Bearer {API_KEY}"}
+            async with (
+                httpx.AsyncClient(base_url=live.url, headers=headers, timeout=30) as http,
+                await_store(dsn, schema) as store,
+            ):
+
+                async def ready() -> bool:
+                    return (await http.get("/readyz")).status_code == 200
+
+                await until(ready, within=60, what="service ready")
+                if valves:
+                    updated = await http.post("/echo_memory/valves/update", json=dict(valves))
+                    assert updated.status_code == 200, updated.text
+                yield MemoryService(http, store, config, supervisor)
+    finally:
+        await testing.drop_schema(dsn, schema)
+
+
+@asynccontextmanager
+async def await_store(dsn: str, schema: str) -> AsyncIterator[pool.Store]:
+    store = await pool.Store.open(dsn, schema=schema, max_size=2)
+    try:
+        yield store
+    finally:
+        await store.close()
