@@ -24,6 +24,16 @@ Encoding: every field is length-prefixed (8-byte big-endian length, then UTF-8 b
 domain tag of its own, so ("a", "bc") and ("ab", "c") never collide and an invariant hash can never
 equal a cumulative one. The genesis parent (``None``) is a distinct marker byte, not an empty string.
 
+Tool calls (``invariant_hash(..., tools=message_tools(message))``): an assistant message's
+``tool_calls`` and a tool result's ``tool_call_id`` are part of its meaning, so two messages with the
+same text and other calls (or answering another call) differ. ``message_tools`` renders them
+canonically: each call's id, function name and arguments, the arguments parsed as JSON and dumped
+again with sorted keys and no spaces (Open WebUI re-serialises the arguments text and drops every
+other field of a call; it keeps the call id and the order of calls, between the outlet's ``output``
+items and the next inlet's ``tool_calls`` alike). A message without either renders as "", and its
+hash is what it was before tool calls were hashed: the rendering is an extra field of the payload,
+present only when it is not empty.
+
 ``message_text(content)`` reads an Open WebUI / OpenAI message ``content``: a string as is; a multipart
 list as its text parts in order, joined by "\\n", where an image part becomes ``[image sha256:<hex>]``,
 the digest of its URL (for a pasted image, the whole ``data:`` URI, so two different images differ
@@ -33,6 +43,7 @@ while the hashed text stays short); other parts are ignored; ``None`` (or anythi
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -49,6 +60,7 @@ __all__ = [
     "invariant_hash",
     "message_file_ids",
     "message_text",
+    "message_tools",
     "normalize_text",
 ]
 
@@ -56,6 +68,7 @@ _INVARIANT_TAG = b"echo.chain.invariant.v1\x00"
 _CUMULATIVE_TAG = b"echo.chain.cumulative.v1\x00"
 _GENESIS = b"\x00"
 _HAS_PARENT = b"\x01"
+_TOOLS = b"\x02"
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 _ECHO_BLOCK = re.compile(
@@ -118,15 +131,59 @@ def _utf8(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")  # a lone surrogate must hash, not raise
 
 
-def invariant_hash(role: str, text: str, file_ids: Iterable[str] = ()) -> str:
-    """Hex SHA-256 of a message's meaning: its normalised role, text and set of file ids."""
+def invariant_hash(role: str, text: str, file_ids: Iterable[str] = (), *, tools: str = "") -> str:
+    """Hex SHA-256 of a message's meaning: its normalised role, text and set of file ids, and its
+    tool calls or tool call id as ``message_tools`` renders them ("" for none)."""
     if isinstance(file_ids, str):
         raise TypeError("file_ids is an iterable of ids, not one str")
     files = sorted({file_id for file_id in file_ids if file_id})
     payload = [_INVARIANT_TAG, _field(_utf8(role.strip().lower())), _field(_utf8(normalize_text(text)))]
     payload.append(len(files).to_bytes(8, "big"))
     payload.extend(_field(_utf8(file_id)) for file_id in files)
+    if tools:
+        payload.append(_TOOLS + _field(_utf8(tools)))
     return hashlib.sha256(b"".join(payload)).hexdigest()
+
+
+def _canonical_json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _canonical_arguments(arguments: object) -> str:
+    """A call's arguments as compared: JSON text parsed and dumped canonically, other text as is."""
+    if arguments is None:
+        return ""
+    try:
+        return _canonical_json(json.loads(arguments) if isinstance(arguments, str) else arguments)
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to parse: the text itself
+        return arguments if isinstance(arguments, str) else repr(arguments)
+
+
+def message_tools(message: Mapping[str, Any]) -> str:
+    """The canonical rendering of a message's tool calls and tool call id ("" when it has neither)."""
+    rendered: dict[str, Any] = {}
+    calls = message.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        kept = []
+        for call in calls:
+            if not isinstance(call, Mapping):
+                continue
+            function = call.get("function")
+            function = function if isinstance(function, Mapping) else {}
+            call_id, name = call.get("id"), function.get("name")
+            kept.append(
+                {
+                    "id": call_id if isinstance(call_id, str) else "",
+                    "name": name if isinstance(name, str) else "",
+                    "arguments": _canonical_arguments(function.get("arguments")),
+                }
+            )
+        if kept:
+            rendered["calls"] = kept
+    call_id = message.get("tool_call_id")
+    if isinstance(call_id, str) and call_id:
+        rendered["tool_call_id"] = call_id
+    return _canonical_json(rendered) if rendered else ""
 
 
 def _check_digest(name: str, value: str) -> bytes:
@@ -203,7 +260,12 @@ def build_chain(messages: Sequence[Mapping[str, Any]]) -> tuple[ChainLink, ...]:
     for index, message in enumerate(messages):
         role = message.get("role")
         role = role.strip().lower() if isinstance(role, str) else ""
-        invariant = invariant_hash(role, message_text(message.get("content")), message_file_ids(message))
+        invariant = invariant_hash(
+            role,
+            message_text(message.get("content")),
+            message_file_ids(message),
+            tools=message_tools(message),
+        )
         parent = cumulative_hash(invariant, parent)
         message_id = message.get("id")
         links.append(

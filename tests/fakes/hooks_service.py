@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -13,9 +15,11 @@ from fakes.shared_data import API_KEY
 
 from echo.config.settings import Settings
 from echo.hooks import create_app
+from echo.jobs.registry import Registry
+from echo.jobs.worker import Worker
 from echo.store.pool import Store
 
-__all__ = ["StoreBackends", "exchange", "serving", "store_backends"]
+__all__ = ["StoreBackends", "exchange", "fence_of", "run_jobs", "serving", "store_backends"]
 
 
 @dataclass
@@ -81,3 +85,27 @@ def exchange(i: int, topic: str) -> list[dict[str, Any]]:
             "The third option keeps every constraint you gave. I recommend the first one.",
         },
     ]
+
+
+def fence_of(body: Mapping[str, Any]) -> str | None:
+    """The one fenced summary an inlet answer holds, or None."""
+    found = [m["content"] for m in body["messages"] if str(m.get("content", "")).startswith("<echo_summary")]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
+async def run_jobs(store: Store, registry: Registry, within: float = 20.0) -> None:
+    """Run a worker until no job is pending or running (at most `within` seconds)."""
+    worker = Worker(store, registry, lease_seconds=5, poll_seconds=0.2, grace_seconds=1, metrics_seconds=60)
+    await worker.start()
+    try:
+        deadline = time.monotonic() + within
+        while await store.fetchval("SELECT count(*) FROM jobs WHERE state IN ('pending', 'running')"):
+            assert time.monotonic() < deadline, f"jobs not finished in {within} s"
+            await asyncio.sleep(0.05)
+    finally:
+        await asyncio.wait_for(worker.stop(), 10)
+        for spec in registry:  # the LLM client of the summary handler
+            close = getattr(spec.handler, "aclose", None)
+            if close is not None:
+                await close()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import json
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -19,6 +21,7 @@ from echo.chain import (
     invariant_hash,
     message_file_ids,
     message_text,
+    message_tools,
     normalize_text,
 )
 
@@ -42,6 +45,7 @@ def test_public_api_is_pinned() -> None:
         "invariant_hash",
         "message_file_ids",
         "message_text",
+        "message_tools",
         "normalize_text",
     ]
 
@@ -273,3 +277,106 @@ def test_normalisation_is_idempotent(text: str) -> None:
     once = normalize_text(text)
     assert normalize_text(once) == once
     assert invariant_hash("user", once) == invariant_hash("user", text)
+
+
+# -- tool calls -----------------------------------------------------------------------------------
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+ARGUMENTS = st.dictionaries(st.text(max_size=6), JSON_VALUES, max_size=4)
+CALL_IDS = st.text(min_size=1, max_size=8)
+NAMES = st.text(min_size=1, max_size=8)
+
+
+def _call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _assistant(text: str, *calls: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": text, "tool_calls": list(calls)}
+
+
+def _invariant(message: dict[str, Any]) -> str:
+    [link] = build_chain([message])
+    return link.invariant
+
+
+@given(TEXTS, CALL_IDS, NAMES, ARGUMENTS, st.data())
+def test_arguments_hash_as_parsed_json_whatever_their_spacing_and_key_order(
+    text: str, call_id: str, name: str, arguments: dict[str, Any], data: st.DataObject
+) -> None:
+    # Open WebUI sends back {"city":"Paris"} for the {"city": "Paris"} a model streamed.
+    keys = data.draw(st.permutations(list(arguments)))
+    reordered = {key: arguments[key] for key in keys}
+    spaced = json.dumps(reordered, indent=data.draw(st.sampled_from([None, 1, 4])))
+    compact = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+    as_object = {**_call(call_id, name, ""), "function": {"name": name, "arguments": arguments}}
+    hashes = {
+        _invariant(_assistant(text, _call(call_id, name, spaced))),
+        _invariant(_assistant(text, _call(call_id, name, compact))),
+        _invariant(_assistant(text, as_object)),
+    }
+    assert len(hashes) == 1
+
+
+@given(TEXTS, CALL_IDS, NAMES, ARGUMENTS, ARGUMENTS, NAMES, CALL_IDS)
+def test_the_same_text_with_other_tool_calls_is_another_message(
+    text: str, call_id: str, name: str, arguments: dict[str, Any], other: dict[str, Any], name2: str, id2: str
+) -> None:
+    base = _invariant(_assistant(text, _call(call_id, name, json.dumps(arguments))))
+    assert base != _invariant({"role": "assistant", "content": text})
+    if other != arguments:
+        assert base != _invariant(_assistant(text, _call(call_id, name, json.dumps(other))))
+    if name2 != name:
+        assert base != _invariant(_assistant(text, _call(call_id, name2, json.dumps(arguments))))
+    if id2 != call_id:
+        assert base != _invariant(_assistant(text, _call(id2, name, json.dumps(arguments))))
+    two = _assistant(text, _call(call_id, name, "{}"), _call(id2, name2, "{}"))
+    swapped = _assistant(text, _call(id2, name2, "{}"), _call(call_id, name, "{}"))
+    if (call_id, name) != (id2, name2):
+        assert _invariant(two) != _invariant(swapped)  # the order of calls is kept by Open WebUI: it counts
+
+
+@given(TEXTS, CALL_IDS, CALL_IDS)
+def test_a_tool_result_is_identified_by_the_call_it_answers(text: str, a: str, b: str) -> None:
+    first = _invariant({"role": "tool", "tool_call_id": a, "content": text})
+    assert first != _invariant({"role": "tool", "content": text})
+    assert (first == _invariant({"role": "tool", "tool_call_id": b, "content": text})) == (a == b)
+
+
+@given(ROLES, TEXTS, FILE_IDS)
+def test_a_message_without_tools_hashes_as_before_tools_were_hashed(
+    role: str, text: str, files: list[str]
+) -> None:
+    message = {"role": role, "content": text, "files": files}
+    variants = [
+        message,
+        {**message, "tool_calls": []},
+        {**message, "tool_calls": "not a list"},
+        {**message, "tool_call_id": ""},
+        {**message, "tool_calls": ["not a mapping"]},
+    ]
+    for variant in variants:
+        assert message_tools(variant) == ""
+        assert _invariant(variant) == invariant_hash(role, text, files)
+
+
+def test_the_tools_field_never_collides_with_the_text() -> None:
+    message = _assistant("It is sunny.", _call("call_1", "get_weather", '{"city":"Paris"}'))
+    rendered = message_tools(message)
+    assert (
+        rendered == '{"calls":[{"arguments":"{\\"city\\":\\"Paris\\"}","id":"call_1","name":"get_weather"}]}'
+    )
+    assert _invariant(message) == invariant_hash("assistant", "It is sunny.", tools=rendered)
+    for text in ("It is sunny." + rendered, "It is sunny.\n" + rendered, rendered):
+        assert invariant_hash("assistant", text) != _invariant(message)
+
+
+def test_arguments_that_are_not_json_or_nest_too_deep_hash_as_their_text() -> None:
+    for arguments in ("city=Paris", "", "{broken", "[" * 100_000):
+        message = _assistant("", _call("c", "f", arguments))
+        assert _invariant(message) == _invariant(json.loads(json.dumps(message)))
+        assert _invariant(message) != _invariant(_assistant("", _call("c", "f", arguments + " ")))

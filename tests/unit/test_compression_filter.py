@@ -35,9 +35,28 @@ CONTENT = st.one_of(
         max_size=3,
     ),
 )
+CALLS = st.lists(
+    st.fixed_dictionaries(
+        {
+            "id": st.sampled_from(["c1", "c2"]),
+            "type": st.just("function"),
+            "function": st.fixed_dictionaries(
+                {
+                    "name": st.sampled_from(["f", "g"]),
+                    "arguments": st.sampled_from(['{"a":1}', '{"a": 2}', "x"]),
+                }
+            ),
+        }
+    ),
+    max_size=2,
+)
 MESSAGE = st.fixed_dictionaries(
     {"role": ROLES, "content": CONTENT},
-    optional={"files": st.lists(st.fixed_dictionaries({"id": st.text(max_size=4)}), max_size=2)},
+    optional={
+        "files": st.lists(st.fixed_dictionaries({"id": st.text(max_size=4)}), max_size=2),
+        "tool_calls": CALLS,
+        "tool_call_id": st.sampled_from(["c1", "c2"]),
+    },
 )
 
 
@@ -67,6 +86,28 @@ def test_the_cached_chain_is_the_domain_chain(messages: list[dict[str, Any]]) ->
     costs = compression.Costs(entries=8)  # small: the clearing path runs too
     for _ in range(2):  # cold, then from the caches
         assert costs.turns(messages, msgs.kinds_of(messages)) == msgs.conversation_turns(messages)
+
+
+def test_the_cache_tells_apart_one_text_with_other_tool_calls_or_call_ids() -> None:
+    def call(arguments: str) -> list[dict[str, Any]]:
+        return [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}]
+
+    messages = [
+        {"role": "assistant", "content": "same"},
+        {"role": "assistant", "content": "same", "tool_calls": call('{"q": 1}')},
+        {"role": "tool", "content": "same", "tool_call_id": "c1"},
+        {"role": "assistant", "content": "same", "tool_calls": call('{"q": 2}')},
+        {"role": "tool", "content": "same", "tool_call_id": "c2"},
+        {"role": "tool", "content": "same"},
+        {"role": "assistant", "content": "same", "tool_calls": call('{ "q" : 1 }')},
+    ]
+    costs = compression.Costs()
+    for _ in range(2):  # cold, then from the caches
+        turns = costs.turns(messages, msgs.kinds_of(messages))
+        assert turns == msgs.conversation_turns(messages)
+        invariants = [link.invariant for link in turns.links]
+        assert len(set(invariants[:6])) == 6
+        assert invariants[6] == invariants[1]  # the same call, re-serialised
 
 
 def test_cached_token_counts_are_the_estimates() -> None:

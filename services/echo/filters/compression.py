@@ -84,15 +84,16 @@ class Profile(typing.NamedTuple):
 class Costs:
     """Per-process caches of what hashing and pricing a message cost: token counts by text,
     kinds and costs by (role, text, protected flag) for messages whose content is a string and that
-    make no tool calls, invariant hashes by (role, text, file ids), chain links by (invariant, parent
-    cumulative hash, message id)."""
+    make no tool calls, invariant hashes by (role, text, file ids, tool calls and call id), chain links
+    by (invariant, parent cumulative hash, message id)."""
 
     def __init__(self, entries: int = _CACHE_ENTRIES) -> None:
         self.entries = entries
         self._tokens: dict[str, int] = {}
         self._profiles: dict[tuple[str, str, bool], tuple[msgs.Kind, int]] = {}
-        self._invariants: dict[tuple[str, str, tuple[str, ...]], str] = {}
-        self._plain: dict[tuple[str, str], tuple[str, str]] = {}  # (role, text) -> (normal role, invariant)
+        self._invariants: dict[tuple[str, str, tuple[str, ...], str], str] = {}
+        # (role, text) -> (normal role, invariant), for messages without files, tool calls or call id
+        self._plain: dict[tuple[str, str], tuple[str, str]] = {}
         self._links: dict[tuple[str, str | None, str | None], chain.ChainLink] = {}
 
     def profile(self, messages: Sequence[Mapping[str, Any]]) -> Profile:
@@ -148,12 +149,20 @@ class Costs:
             message = messages[position]
             raw, content = message.get("role"), message.get("content")
             known = None
-            if type(raw) is str and type(content) is str and message.get("files") is None:
-                known = plain.get((raw, content))
+            plain_key: tuple[str, str] | None = None
+            if (
+                type(raw) is str
+                and type(content) is str
+                and message.get("files") is None
+                and message.get("tool_calls") is None
+                and message.get("tool_call_id") is None
+            ):
+                plain_key = (raw, content)
+                known = plain.get(plain_key)
             if known is None:
                 known = self._invariant(message)
-                if type(raw) is str and type(content) is str and message.get("files") is None:
-                    plain[(raw, content)] = known
+                if plain_key is not None:
+                    plain[plain_key] = known
             role, invariant = known
             message_id = message.get("id")
             key = (invariant, parent, message_id if isinstance(message_id, str) else None)
@@ -170,10 +179,11 @@ class Costs:
         """The normal role and the invariant hash of one message."""
         role = message.get("role")
         role = role.strip().lower() if isinstance(role, str) else ""
-        key = (role, chain.message_text(message.get("content")), chain.message_file_ids(message))
+        text, files = chain.message_text(message.get("content")), chain.message_file_ids(message)
+        key = (role, text, files, chain.message_tools(message))
         invariant = self._invariants.get(key)
         if invariant is None:
-            invariant = self._invariants[key] = chain.invariant_hash(*key)
+            invariant = self._invariants[key] = chain.invariant_hash(role, text, files, tools=key[3])
         return role, invariant
 
 
