@@ -8,12 +8,13 @@ It serves, under any API version segment (``v1``, ``v1beta``), the endpoints the
     POST /{version}/models/{model}:batchEmbedContents             (what ``embed_content`` uses)
 
 Generation replies are scripted with ``reply_*`` and consumed first in, first out (``delay_s`` makes
-one of them slow, ``latency_s`` every call); any reply answers either a streamed or a plain call (a
-plain call gets the chunks merged into one response). With nothing scripted the server answers
-``"echo: <last user text>"``. Embeddings are deterministic unit vectors derived from a hash of the
-text (see :func:`fake_embedding`). Every call is recorded in ``requests``; ``RecordedRequest`` reads
-its ``generationConfig`` (``response_mime_type``, ``response_schema``) for requests that asked for
-JSON. Point the SDK at it with ``HttpOptions(base_url=fake.base_url)``.
+one of them slow, ``latency_s`` every call; ``responder`` computes unscripted answers); any reply
+answers either a streamed or a plain call (a plain call gets the chunks merged into one response).
+With nothing scripted the server answers ``"echo: <last user text>"``. Embeddings are deterministic
+unit vectors derived from a hash of the text (see :func:`fake_embedding`). Every call is recorded in
+``requests``; ``RecordedRequest`` reads its ``generationConfig`` (``response_mime_type``,
+``response_schema``) for requests that asked for JSON. Point the SDK at it with
+``HttpOptions(base_url=fake.base_url)``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -173,6 +174,8 @@ class FakeGemini:
         self.chunk_delay_s = 0.0
         """Seconds to wait between two events of a streamed answer."""
         self.requests: list[RecordedRequest] = []
+        self.responder: Callable[[JSON], str] | None = None
+        """Computes the answer text of a generation from its request body when nothing is scripted."""
         self._ready_timeout_s = ready_timeout_s
         self._lock = threading.Lock()
         self._replies: dict[str, deque[_Reply]] = {"generate": deque(), "embed": deque()}
@@ -352,7 +355,7 @@ class FakeGemini:
                 {"error": {"code": 404, "message": f"unknown method {method!r}", "status": "NOT_FOUND"}},
                 status_code=404,
             )
-        reply = self._pop("generate") or self._default_reply(body)
+        reply = self._pop("generate") or self._computed_reply(body)
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
         if reply.status != 200:
@@ -390,6 +393,11 @@ class FakeGemini:
         return JSONResponse(
             {"embeddings": embeddings} if method == "batchEmbedContents" else {"embedding": embeddings[0]}
         )
+
+    def _computed_reply(self, body: JSON) -> _Reply:
+        if self.responder is not None:
+            return _Reply(chunks=(_chunk([_text_part(self.responder(body))], "STOP"),))
+        return self._default_reply(body)
 
     @staticmethod
     def _default_reply(body: JSON) -> _Reply:

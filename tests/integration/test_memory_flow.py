@@ -119,3 +119,156 @@ async def test_a_chat_is_distilled_in_the_background_and_recalled_in_a_later_cha
     )
     assert memories_block(other) is None  # another user never sees alice's memories
     assert (await service.http.get("/memories", params={"user_id": "bob"})).json()["total"] == 0
+
+
+@pytest.fixture
+async def exchanges(dsn: str, tmp_path: Path) -> Any:
+    """One window per exchange (WINDOW_SIZE 2, no overlap); merges from 0.5 similarity, touches at 0.99."""
+    valves = {
+        "WINDOW_SIZE": 2,
+        "WINDOW_OVERLAP": 0,
+        "SIMILARITY_THRESHOLD": 0.5,
+        "EXACT_MATCH_THRESHOLD": 0.99,
+    }
+    async with memory_service(dsn, tmp_path, valves=valves) as running:
+        yield running
+
+
+async def test_small_talk_makes_no_memory_and_costs_no_llm_call(exchanges: MemoryService) -> None:
+    llm_calls = sample("echo_llm_offline_total", purpose="distill")
+    discarded = sample("echo_memory_discarded_total", reason="small_talk")
+    await play(exchanges, chat([("Hi there!", "Hello! How can I help you today?")]), "carol")
+    await exchanges.drained()
+    assert (await exchanges.http.get("/memories", params={"user_id": "carol"})).json()["total"] == 0
+    assert sample("echo_memory_discarded_total", reason="small_talk") == discarded + 1
+    assert sample("echo_llm_offline_total", purpose="distill") == llm_calls
+    assert [job["state"] for job in await exchanges.jobs()] == ["done"]
+
+
+async def test_the_same_fact_again_touches_the_memory_and_a_new_one_merges_keeping_the_history(
+    exchanges: MemoryService,
+) -> None:
+    first = FACTS[0]
+    await play(exchanges, chat([first], "c1-"), "dave", "c1")
+    await exchanges.drained()
+    [created] = (await exchanges.http.get("/memories", params={"user_id": "dave"})).json()["data"]
+    assert created["version"] == 1
+
+    touched_before = sample("echo_memories_total", outcome="touched")
+    await play(exchanges, chat([FACTS[2], first], "c2-"), "dave", "c2")  # same exchange, other history
+    await exchanges.drained()
+    assert sample("echo_memories_total", outcome="touched") >= touched_before + 1
+    again = (await exchanges.http.get(f"/memories/{created['id']}", params={"user_id": "dave"})).json()
+    assert again["version"] >= 1
+    assert again["updated_at"] > created["updated_at"]
+    assert {w["chat_id"] for w in again["provenance"]} == {"c1", "c2"}
+
+    update = (
+        first[0] + " Alice now wants to add Nara for two days, and we will fly from Geneva instead.",
+        first[1] + " Nara is 45 minutes from Kyoto by train; Geneva to Osaka has good connections.",
+    )
+    await play(exchanges, chat([update], "c3-"), "dave", "c3")
+    await exchanges.drained()
+    merged = (await exchanges.http.get(f"/memories/{created['id']}", params={"user_id": "dave"})).json()
+    assert merged["version"] == again["version"] + 1
+    assert "Nara" in merged["summary"]
+    assert "Kyoto" in merged["summary"]  # every fact of both kept
+    assert [v["version"] for v in merged["history"]][-1] == again["version"]
+    assert "Nara" not in merged["history"][-1]["summary"]
+    assert merged["history"][-1]["replaced_by_window"] in {w["window"] for w in merged["provenance"]}
+    assert merged["memory_importance"] >= created["memory_importance"]
+
+
+async def test_the_memory_api_searches_reads_and_deletes_one_users_memories(service: MemoryService) -> None:
+    await play(service, chat(FACTS), "erin")
+    await play(service, chat(FACTS), "frank")
+    await service.drained()
+    http = service.http
+    found = (
+        await http.post("/memories/search", json={"user_id": "erin", "query": "peanut allergy", "k": 3})
+    ).json()
+    assert found["data"]
+    assert all(hit["user_id"] == "erin" for hit in found["data"])
+    assert found["data"] == sorted(found["data"], key=lambda hit: -hit["score"])
+    memory_id = found["data"][0]["id"]
+    assert (await http.get(f"/memories/{memory_id}", params={"user_id": "frank"})).status_code == 404
+    assert (await http.delete(f"/memories/{memory_id}", params={"user_id": "frank"})).status_code == 404
+    assert (await http.delete(f"/memories/{memory_id}", params={"user_id": "erin"})).json() == {
+        "deleted": memory_id,
+        "user_id": "erin",
+    }
+    assert (await http.get(f"/memories/{memory_id}", params={"user_id": "erin"})).status_code == 404
+    again = (await http.post("/memories/search", json={"user_id": "erin", "query": "peanut allergy"})).json()
+    assert memory_id not in {hit["id"] for hit in again["data"]}
+
+    for bad, field in [
+        ({"user_id": "erin"}, "query"),
+        ({"user_id": "", "query": "x"}, "user_id"),
+        ({"user_id": "erin", "query": "x", "k": 0}, "k"),
+        ({"user_id": "erin", "query": "x", "extra": 1}, "extra"),
+    ]:
+        answer = await http.post("/memories/search", json=bad)
+        assert answer.status_code == 422
+        assert field in answer.json()["detail"]["message"]
+    missing = await http.get("/memories")
+    assert missing.status_code == 422
+    assert "user_id" in str(missing.json()["detail"])
+    assert (
+        await http.get("/memories", params={"user_id": "erin"}, headers={"Authorization": "Bearer no"})
+    ).status_code == 401
+
+
+async def test_forgetting_a_user_deletes_every_trace_of_them_and_nobody_else(service: MemoryService) -> None:
+    await play(service, chat(FACTS), "gina")
+    await play(service, chat(FACTS), "hugo")
+    await service.drained()
+    await service.hook("echo_memory", "outlet", outlet_body(chat(FACTS + FACTS[:1])), "gina")  # a queued job
+    answer = await service.http.delete("/users/gina")
+    assert answer.status_code == 200, answer.text
+    deleted = answer.json()["deleted"]
+    assert deleted["jobs_and_memories"]["memories"] >= 1
+    assert deleted["jobs_and_memories"]["jobs"] >= 4
+    assert deleted["conversations"]["messages"] == 6
+    assert deleted["vectors"]["echo_memory"] >= 1
+    store = service.store
+    for table in ("memories", "memory_versions", "memory_windows", "messages"):
+        assert await store.fetchval(f"SELECT count(*) FROM {table} WHERE user_id = 'gina'") == 0, table
+    assert await store.fetchval("SELECT count(*) FROM jobs WHERE payload->>'user_id' = 'gina'") == 0
+    assert (
+        await service.http.post("/memories/search", json={"user_id": "gina", "query": "Kyoto"})
+    ).json() == {"data": []}
+    assert (await service.http.get("/memories", params={"user_id": "hugo"})).json()["total"] >= 1
+    assert (await service.http.delete("/users/gina")).json()["deleted"]["jobs_and_memories"]["memories"] == 0
+
+
+async def test_the_tool_server_searches_the_calling_users_memories_only(service: MemoryService) -> None:
+    await play(service, chat(FACTS), "ivy")
+    await service.drained()
+    http = service.http
+    spec = (await http.get("/tools/openapi.json", headers={"Authorization": ""})).json()
+    operation = spec["paths"]["/tools/search_memories"]["post"]
+    assert operation["operationId"] == "search_memories"
+    assert "query" in spec["components"]["schemas"]["SearchMemories"]["properties"]
+    call = {"query": "Where are we travelling in April?"}
+    mine = await http.post("/tools/search_memories", json=call, headers={"x-openwebui-user-id": "ivy"})
+    assert mine.status_code == 200
+    assert "Kyoto" in mine.json()["memories"][0]["summary"]
+    other = await http.post("/tools/search_memories", json=call, headers={"x-openwebui-user-id": "jack"})
+    assert other.json() == {"memories": []}
+    anonymous = await http.post("/tools/search_memories", json=call)
+    assert anonymous.status_code == 422
+    assert "x-openwebui-user-id" in anonymous.json()["detail"]["message"]
+    keyless = await http.post(
+        "/tools/search_memories", json=call, headers={"Authorization": "", "x-openwebui-user-id": "ivy"}
+    )
+    assert keyless.status_code == 401
+
+
+async def test_recall_past_its_deadline_lets_the_turn_go_on_without_memories(
+    dsn: str, tmp_path: Path
+) -> None:
+    async with memory_service(dsn, tmp_path, valves={"INLET_DEADLINE_MS": 1}) as service:
+        timeouts = sample("echo_memory_recalls_total", outcome="timeout")
+        body = inlet_body("Which temples should we see in Kyoto?", "c2", "kim")
+        assert await service.hook("echo_memory", "inlet", body, "kim") == body
+        assert sample("echo_memory_recalls_total", outcome="timeout") == timeouts + 1

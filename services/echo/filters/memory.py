@@ -194,8 +194,11 @@ class MemoryFilter:
         budget = settings.INLET_DEADLINE_MS / 1000.0
         if ctx.deadline is not None:
             budget = min(budget, ctx.deadline - time.monotonic())
+        budget -= _DEADLINE_MARGIN_S
         try:
-            async with asyncio.timeout(max(0.0, budget - _DEADLINE_MARGIN_S)):
+            if budget <= 0:
+                raise TimeoutError
+            async with asyncio.timeout(budget):
                 chosen = await self._recall(runtime.embedder, vectors, user_id, query, settings)
         except TimeoutError:
             metrics.MEMORY_RECALLS.labels("timeout").inc()

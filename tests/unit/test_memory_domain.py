@@ -1,0 +1,160 @@
+"""The pure memory domain: windows, cleaning, the small-talk filter, collisions and merges."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from echo import chain, tokens
+from echo.memory import cleaning, collisions, merging, windows, worth
+
+
+def hashes(count: int) -> list[str]:
+    out, parent = [], None
+    for i in range(count):
+        parent = chain.cumulative_hash(chain.invariant_hash("user", f"m{i}", []), parent)
+        out.append(parent)
+    return out
+
+
+def test_a_window_ends_every_size_messages_and_overlaps_the_previous_one() -> None:
+    branch = hashes(14)
+    due = windows.due_windows(branch, size=5, overlap=2, lookback=14)
+    assert [(w.start, w.stop) for w in due] == [(0, 5), (3, 10)]
+    assert [w.key for w in due] == [branch[4], branch[9]]
+    assert len(due[1]) == 7  # WINDOW_SIZE + WINDOW_OVERLAP
+
+
+def test_an_outlet_asks_only_for_the_windows_ending_among_its_last_messages() -> None:
+    branch = hashes(40)
+    assert [w.stop for w in windows.due_windows(branch, size=5, overlap=2)] == [35, 40]
+    assert windows.due_windows(branch[:3], size=5, overlap=2) == []
+
+
+@given(st.integers(1, 12), st.integers(0, 6), st.integers(1, 120))
+def test_played_turn_by_turn_every_message_is_in_a_window_once_a_window_ends_after_it(
+    size: int, overlap: int, count: int
+) -> None:
+    branch = hashes(count)
+    seen: dict[str, windows.Window] = {}
+    for end in range(1, count + 1):  # one outlet per message (the tightest Open WebUI can do)
+        for window in windows.due_windows(branch[:end], size=size, overlap=overlap):
+            seen[window.key] = window
+    last_end = count - count % size
+    covered = {i for w in seen.values() for i in range(w.start, w.stop)}
+    assert covered == set(range(last_end))
+    assert all(len(w) <= size + overlap for w in seen.values())
+
+
+def test_bad_window_valves_are_refused_naming_them() -> None:
+    with pytest.raises(ValueError, match="WINDOW_SIZE"):
+        windows.due_windows(hashes(3), size=0, overlap=2)
+    with pytest.raises(ValueError, match="WINDOW_OVERLAP"):
+        windows.due_windows(hashes(3), size=2, overlap=-1)
+
+
+def test_cleaning_keeps_role_text_and_file_names_only() -> None:
+    messages = [
+        {"id": "s", "role": "system", "content": "You are helpful."},
+        {
+            "id": "u1",
+            "role": "user",
+            "timestamp": 1795981950,
+            "content": [
+                {"type": "text", "text": "Look   at this\r\nplan"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 400}},
+            ],
+            "files": [{"type": "file", "id": "f1", "name": "plan.pdf"}],
+            "metadata": {"branch": "x"},
+        },
+        {
+            "id": "a1",
+            "role": "assistant",
+            "content": '<details type="reasoning" done="true">\nthinking…\n</details>\nIt looks fine.'
+            '<smart_context filename="a">x</smart_context>',
+        },
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "function": {"name": "f"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"rows": list(range(50))})},
+        {"role": "user", "content": '<echo_memories count="1">old</echo_memories>'},
+    ]
+    cleaned = cleaning.clean_messages(messages)
+    assert cleaned == [
+        cleaning.CleanMessage("user", "Look at this\nplan", ("plan.pdf",)),
+        cleaning.CleanMessage("assistant", "It looks fine."),
+    ]
+    assert (
+        cleaning.render(cleaned) == "User: Look at this\nplan\n[files: plan.pdf]\n\nAssistant: It looks fine."
+    )
+
+
+def test_stored_messages_name_their_files_through_the_names_given() -> None:
+    stored = [{"role": "user", "content": "see attached", "files": ["f1", "f2"]}]
+    cleaned = cleaning.clean_messages(stored, {"f1": "a.csv"})
+    assert cleaned[0].files == ("a.csv",)
+
+
+def test_cleaning_an_open_webui_outlet_body_is_several_times_cheaper_than_str() -> None:
+    message = {
+        "id": "3f0c6b0e-8f1e-4d5c-9a53-4543484f0001",
+        "parentId": "5f0c6b0e-8f1e-4d5c-9a53-4543484f0002",
+        "childrenIds": ["7f0c6b0e-8f1e-4d5c-9a53-4543484f0003"],
+        "role": "assistant",
+        "content": "Sure.",
+        "timestamp": 1795981950,
+        "model": "gemini-2.5-flash",
+        "modelName": "gemini-2.5-flash",
+        "modelIdx": 0,
+        "usage": {"prompt_tokens": 1200, "completion_tokens": 3, "total_tokens": 1203},
+        "done": True,
+        "info": None,
+    }
+    raw = tokens.estimate_tokens(str([message] * 7))
+    clean = tokens.estimate_tokens(cleaning.render(cleaning.clean_messages([message] * 7)))
+    assert raw / clean > 8
+
+
+def test_small_talk_is_not_worth_distilling_and_facts_are() -> None:
+    def worth_of(*texts: str) -> bool:
+        return worth.is_worth_distilling([cleaning.CleanMessage("user", t) for t in texts])
+
+    assert not worth_of("Hi!", "Hello! How can I help you today?", "Thanks, bye", "You're welcome, bye!")
+    assert not worth_of("Bonjour !", "Bonjour, comment puis-je vous aider ?", "Merci, bonne journée")
+    assert not worth_of("你好", "你好！", "谢谢")
+    assert worth_of("My daughter Léa starts at the Lycée Hoche in Versailles next September.")
+    assert worth_of("我下个月要搬到上海浦东工作，公司在陆家嘴。")
+
+
+def test_collisions_follow_the_seed_thresholds() -> None:
+    def action(score: float | None) -> collisions.Action:
+        nearest = None if score is None else ("m1", score)
+        return collisions.decide(nearest, similarity_threshold=0.85, exact_match_threshold=0.95).action
+
+    assert action(None) is collisions.Action.INSERT
+    assert action(0.84) is collisions.Action.INSERT
+    assert action(0.85) is collisions.Action.MERGE
+    assert action(0.949) is collisions.Action.MERGE
+    assert action(0.95) is collisions.Action.TOUCH
+    assert collisions.merged_importance(5, 2) == 5
+    assert collisions.merged_tags(["a", "b"], ["b", "c", "d", "e", "f"]) == ("a", "b", "c", "d", "e")
+    with pytest.raises(ValueError, match="EXACT_MATCH_THRESHOLD"):
+        collisions.decide(None, similarity_threshold=0.9, exact_match_threshold=0.8)
+
+
+def test_the_offline_merge_keeps_every_sentence_of_both_once() -> None:
+    old = "Ada lives in Paris. She works at Inria on compilers."
+    new = "Ada lives in Paris. She moved to Lyon in 2026. Her cat is called Turing."
+    merged = merging.offline_merge(old, new)
+    assert merged == (
+        "Ada lives in Paris. She works at Inria on compilers. She moved to Lyon in 2026. "
+        "Her cat is called Turing."
+    )
+    assert merging.offline_merge(merged, new) == merged
+
+
+def test_a_merge_answer_without_text_is_invalid_naming_the_field() -> None:
+    with pytest.raises(ValueError, match="summary"):
+        merging.parse_merge({"summary": "  "})
+    assert merging.parse_merge({"summary": " merged "}) == "merged"
