@@ -48,6 +48,7 @@ bench: install
 	$(BIN)/python bench/tokens.py
 	$(BIN)/python bench/job_queue.py
 	$(BIN)/python bench/compression.py
+	$(BIN)/python bench/memory.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

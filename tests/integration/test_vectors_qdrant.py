@@ -236,7 +236,9 @@ async def test_a_server_gets_cosine_collections_with_keyword_indexes(
     assert server.collections["acme__echo_memory"]["vectors"] == {"size": 8, "distance": "Cosine"}
     indexes = [(path, body) for method, path, body in server.requests if path.endswith("/index")]
     assert [body["field_name"] for _, body in indexes] == ["user_id", "chat_id", "source_id"]
-    assert {body["field_schema"] for _, body in indexes} == {"keyword"}
+    schemas = {body["field_name"]: body["field_schema"] for _, body in indexes}
+    assert schemas["user_id"] == {"type": "keyword", "is_tenant": True}  # one collection, many users
+    assert schemas["chat_id"] == schemas["source_id"] == {"type": "keyword", "is_tenant": False}
     counts = [body for _, path, body in server.requests if path.endswith("/count")]
     assert counts[0]["filter"]["must"] == [{"key": "user_id", "match": {"value": "u"}}]
     assert server.api_keys == {"qk"}

@@ -22,9 +22,15 @@ from qdrant_client.http.exceptions import UnexpectedResponse
 
 from echo.vectors import base, qdrant_errors, qdrant_local
 
-__all__ = ["INDEXED_KEYS", "QdrantVectorStore"]
+__all__ = ["INDEXED_KEYS", "QdrantVectorStore", "payload_index"]
 
 INDEXED_KEYS = ("user_id", "chat_id", "source_id")
+
+
+def payload_index(key: str) -> models.KeywordIndexParams:
+    """The payload index of ``key``: ``user_id`` is a tenant index (``is_tenant``), so Qdrant groups each
+    user's points and one collection serves millions of users without a collection per user."""
+    return models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=key == "user_id")
 
 
 def _filter(scope: dict[str, str], ids: Sequence[str] | None = None) -> models.Filter:
@@ -129,7 +135,7 @@ class QdrantVectorStore:
         if not self._local:
             for key in INDEXED_KEYS:
                 if key not in (info.payload_schema or {}):
-                    await client.create_payload_index(name, key, models.PayloadSchemaType.KEYWORD, wait=True)
+                    await client.create_payload_index(name, key, payload_index(key), wait=True)
 
     async def _existing(self, kind: base.Kind) -> str | None:
         """The collection's name if it exists (deletes never create one, nor check its size)."""
