@@ -212,3 +212,20 @@ async def test_a_failure_is_read_once_by_its_chat_and_a_later_success_clears_it(
     assert len(detail) == conversations.FAILURE_DETAIL_CHARS
     await store_of.forget(USER)
     assert await store.fetchval("SELECT count(*) FROM summary_failures") == 0
+
+
+async def test_a_cancelled_holder_leaves_the_chat_lock_free(store: Store) -> None:
+    store_of = conversations.Conversations(store)
+    held = asyncio.Event()
+
+    async def hold() -> None:
+        async with store_of.summary_lock(USER, "chat:c1"):
+            held.set()
+            await asyncio.sleep(60)
+
+    task = asyncio.create_task(hold())
+    await asyncio.wait_for(held.wait(), 10)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    async with asyncio.timeout(10), store_of.summary_lock(USER, "chat:c1"):
+        assert await waiting_for_the_chat_lock(store) == 0

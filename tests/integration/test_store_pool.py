@@ -195,3 +195,26 @@ async def test_errors_of_the_callers_block_pass_through_untranslated(store: Stor
             await connection.execute("INSERT INTO jobs (kind) VALUES ('merge')")
         assert connection.in_transaction
     assert await store.fetchval("SELECT count(*) FROM jobs") == 1
+
+
+async def test_the_pool_releases_the_session_locks_a_connection_declared(store: Store) -> None:
+    # The pool's reset skips asyncpg's round trip of RESET ALL, UNLISTEN and friends (nothing of ECHO
+    # leaves such state on a pooled connection) but releases advisory locks where code took some.
+    one = await Store.open(store.dsn, schema=store.schema, min_size=1, max_size=1)  # the same connection
+    try:
+        async with one.connection() as connection:
+            connection.keep_session_state()
+            assert await connection.fetchval("SELECT pg_try_advisory_lock(424242)")
+            await connection.execute("BEGIN")  # left open
+        async with one.dedicated() as other:
+            assert await other.fetchval("SELECT pg_try_advisory_lock(424242)")  # released on the way back
+            assert await other.fetchval("SELECT pg_advisory_unlock(424242)")
+        async with one.connection() as connection:
+            assert not connection.raw.is_in_transaction()  # rolled back
+            assert await connection.fetchval("SELECT pg_try_advisory_lock(424243)")
+        async with one.connection() as connection:  # undeclared: the lock stays with the connection
+            assert await connection.fetchval(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+            )
+    finally:
+        await one.close()

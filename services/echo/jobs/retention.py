@@ -71,6 +71,7 @@ async def sweep(store: pool.Store, policy: RetentionPolicy) -> Swept:
     """Delete the done and dead jobs past their retention, batch by batch, unless another sweeps."""
     sql = _sql()
     async with store.connection() as connection:
+        connection.keep_session_state()
         if not await connection.fetchval(sql["try_sweep_lock"], store.schema):
             return Swept(0, 0, ran=False)
         try:

@@ -204,13 +204,13 @@ class Conversations:
         """The summary valid for the branch whose turn hashes are ``hashes`` that covers the most."""
         if not hashes:
             return None
-        row = await self.store.fetchrow(_sql()["best_summary"], user_id, list(hashes))
+        row = await self.store.fetchrow(_sql()["best_summary"], user_id, _joined(hashes))
         return None if row is None else _summary_row(row)
 
     async def inlet_lookup(self, user_id: str, hashes: Sequence[str], chat_id: str | None) -> InletLookup:
         """``best_summary`` and the chat's summary failure not shown yet (taken: shown once), in one
         statement."""
-        row = await self.store.fetchrow(_sql()["inlet_lookup"], user_id, list(hashes), chat_id or "")
+        row = await self.store.fetchrow(_sql()["inlet_lookup"], user_id, _joined(hashes), chat_id or "")
         if row is None:  # the statement always answers one row
             return InletLookup(None, None)
         failure = None
@@ -265,10 +265,12 @@ class Conversations:
         """Hold the summary lock of one chat branch of a user (``scope``, e.g. ``chat:<id>``) while the
         block runs; a second holder waits for the first (the pool's statement timeout bounds the wait).
 
-        A session advisory lock on a pooled connection, held for the whole block: asyncpg's pool resets
-        a connection it gets back (``pg_advisory_unlock_all``), so a cancelled block leaves no lock."""
+        A session advisory lock on a pooled connection, held for the whole block: the pool releases
+        every advisory lock of the connection when it gets it back (``keep_session_state``), so a
+        cancelled block leaves no lock."""
         sql = _sql()
         async with self.store.connection() as connection:
+            connection.keep_session_state()
             await connection.fetchval(sql["lock_summaries"], self.store.schema, user_id, scope)
             try:
                 yield
@@ -316,6 +318,15 @@ class Conversations:
             return None
         found = await self.store.fetchval(_sql()["latest_branch"], user_id, chat_id)
         return None if found is None else list(found)
+
+
+def _joined(hashes: Sequence[str]) -> str:
+    """A branch's turn hashes as the summary lookups take them: one text, 64 hex digits each,
+    comma-separated. Anything but such a digest would shift every later position, so it is refused."""
+    for key in hashes:
+        if len(key) != 64 or "," in key:
+            raise ValueError(f"a turn hash is 64 hex digits, got {key!r}")
+    return ",".join(hashes)
 
 
 def _count(status: str) -> int:
