@@ -158,3 +158,23 @@ def test_a_merge_answer_without_text_is_invalid_naming_the_field() -> None:
     with pytest.raises(ValueError, match="summary"):
         merging.parse_merge({"summary": "  "})
     assert merging.parse_merge({"summary": " merged "}) == "merged"
+
+
+def test_a_huge_message_keeps_its_head_and_tail_within_the_bound() -> None:
+    text = "START " + "log line\n" * 200_000 + " END"
+    [cleaned] = cleaning.clean_messages([{"role": "user", "content": text}])
+    assert len(cleaned.text) < cleaning.MAX_MESSAGE_CHARS + 60
+    assert cleaned.text.startswith("START")
+    assert cleaned.text.endswith("END")
+    assert "characters cut" in cleaned.text
+
+
+def test_windows_of_images_only_or_tool_output_only_clean_to_nothing() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 100}}
+    assert cleaning.clean_messages([{"role": "user", "content": [image]}]) == []
+    tools = [
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "function": {"name": "f"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "{}"},
+    ]
+    assert cleaning.clean_messages(tools) == []
+    assert cleaning.clean_messages([{"role": "user", "content": None}, {"role": 3, "content": "x"}]) == []

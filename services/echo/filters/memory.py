@@ -2,11 +2,11 @@
 
 Outlet (never waits on an LLM, the body comes back unchanged): the branch's messages (Open WebUI's
 `output` items unfolded as the next inlet will see them; system messages and ECHO's injected blocks
-are not part of it) are placed on the hash chain; every `WINDOW_SIZE` messages a window of
+are not part of it) are placed on the hash chain (hashes cached per process, as in echo_compression); every `WINDOW_SIZE` messages a window of
 `WINDOW_SIZE + WINDOW_OVERLAP` is due (`echo.memory.windows`). For each due window among the last
 ones, its messages are stored once by invariant hash and one `distill` job is enqueued in the same
 transaction, idempotent on the window's key: a replayed outlet adds nothing. An outlet with no
-window due does no I/O at all.
+window due, or only windows this process enqueued already, does no I/O at all.
 
 Inlet (the one embedding call allowed on an inlet, DESIGN §5): the latest user message is embedded,
 the user's nearest memories are searched, ranked by similarity, importance and recency, cut to
@@ -46,6 +46,7 @@ __all__ = ["MemoryFilter", "MemoryRuntime", "RuntimeProvider", "distill_job_key"
 log = structlog.get_logger("echo.filters.memory")
 
 RECALL_CANDIDATES = 20  # nearest memories ranked before the top K are taken
+_ENQUEUED_ENTRIES = 100_000  # job keys remembered; a full set is cleared (a re-enqueue is idempotent)
 _DEADLINE_MARGIN_S = 0.02  # recall stops this long before the hook's deadline, so the hook answers in time
 
 
@@ -89,6 +90,8 @@ class MemoryFilter:
 
     def __init__(self, runtime: RuntimeProvider | None = None) -> None:
         self._runtime = runtime or (lambda: None)
+        self.costs = compression_filter.Costs()  # per-process caches of message kinds and chain links
+        self._enqueued: set[str] = set()  # job keys this process enqueued (a replay re-enqueues nothing)
 
     @staticmethod
     def _valves(ctx: base.HookContext) -> valves_module.MemoryValves:
@@ -112,8 +115,14 @@ class MemoryFilter:
             return body
         settings = self._valves(ctx)
         unfolded = compression_filter.unfold_output_items(messages)
-        turns = msgs.conversation_turns(unfolded)
-        due = windows.due_windows(turns.hashes, size=settings.WINDOW_SIZE, overlap=settings.WINDOW_OVERLAP)
+        turns = self.costs.turns(unfolded, self.costs.profile(unfolded).kinds)
+        due = [
+            window
+            for window in windows.due_windows(
+                turns.hashes, size=settings.WINDOW_SIZE, overlap=settings.WINDOW_OVERLAP
+            )
+            if distill_job_key(user_id, window.key) not in self._enqueued
+        ]
         if not due:
             return body
         try:
@@ -172,6 +181,9 @@ class MemoryFilter:
                     connection=connection,
                 )
                 log.info("distill_enqueued", job_id=job_id, window=window.key[:12], messages=len(window))
+        if len(self._enqueued) >= _ENQUEUED_ENTRIES:
+            self._enqueued.clear()
+        self._enqueued.update(distill_job_key(user_id, window.key) for window in due)
 
     # --- inlet: recall ---
 

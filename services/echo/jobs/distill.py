@@ -220,6 +220,9 @@ class DistillHandler:
         return embedder, vectors
 
     async def _distill(self, job: domain.Job, spec: DistillJob, bound: Any) -> str | None:
+        if not await self.memories.job_alive(None, job.id):
+            bound.info("job_gone", reason="its user was forgotten")
+            return None
         done = await self.memories.window_outcome(spec.user_id, spec.key)
         if done is not None:
             outcome, memory_id = done

@@ -5,7 +5,8 @@ timestamps, Open WebUI metadata and branch ids (never read), system messages, EC
 blocks (summaries, references, recalled memories, the AEC block, smart-context blocks), Open WebUI's
 ``<attached_files>`` prefix, reasoning and tool-call ``<details>`` blocks, images, tool results and
 tool-call-only assistant turns (tool noise). Whitespace runs are collapsed. A message with nothing
-left is dropped. The rendering is one paragraph per message, ``User: …`` / ``Assistant: …``, which is
+left is dropped. A message longer than ``MAX_MESSAGE_CHARS`` keeps its head and its tail around a
+marker that says how much was cut, so one pasted log cannot blow the distillation's input. The rendering is one paragraph per message, ``User: …`` / ``Assistant: …``, which is
 about 8× fewer tokens than ``str(messages)`` on Open WebUI bodies (``bench/memory.py``).
 """
 
@@ -16,7 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CleanMessage", "clean_messages", "clean_text", "render"]
+__all__ = ["MAX_MESSAGE_CHARS", "CleanMessage", "clean_messages", "clean_text", "render"]
+
+MAX_MESSAGE_CHARS = 6000
 
 _ROLES = {"user": "User", "assistant": "Assistant"}
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
@@ -102,11 +105,18 @@ def clean_messages(
         role = role.strip().lower() if isinstance(role, str) else ""
         if role not in _ROLES:
             continue  # system, developer, tool results
-        text = clean_text(_content_text(message.get("content")))
+        text = _bounded(clean_text(_content_text(message.get("content"))))
         files = _file_names(message, names)
         if text or files:
             cleaned.append(CleanMessage(role, text, files))
     return cleaned
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    head, tail = MAX_MESSAGE_CHARS * 2 // 3, MAX_MESSAGE_CHARS // 3
+    return f"{text[:head]} [… {len(text) - head - tail} characters cut …] {text[-tail:]}"
 
 
 def render(messages: Sequence[CleanMessage]) -> str:

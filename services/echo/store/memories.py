@@ -80,9 +80,9 @@ class Memories:
         """Hold the user's memory lock until ``connection``'s transaction ends."""
         await connection.execute(_sql()["lock_user"], user_id)
 
-    async def job_alive(self, connection: pool.Connection, job_id: int) -> bool:
+    async def job_alive(self, connection: pool.Connection | None, job_id: int) -> bool:
         """False when a job's row is gone: its user was forgotten meanwhile, so it writes nothing."""
-        return bool(await connection.fetchval(_sql()["job_alive"], job_id))
+        return bool(await (connection or self.store).fetchval(_sql()["job_alive"], job_id))
 
     async def window_outcome(
         self, user_id: str, window_key: str, *, connection: pool.Connection | None = None

@@ -1,0 +1,185 @@
+"""The `distill` handler when things go wrong, on a real PostgreSQL: the embedder or the vector store
+down (the job is retried, nothing is written), a dimension change (permanent, the message names
+both sizes), a duplicate delivery of a window (one memory), windows with nothing to read, a malformed
+payload, and a job whose user was forgotten meanwhile (it writes nothing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from echo import chain
+from echo.embeddings import base as embeddings_base
+from echo.embeddings.fake import FakeEmbedder
+from echo.filters import memory as memory_filter
+from echo.jobs import distill, errors, forgetting, kinds, queue
+from echo.llm.offline import OfflineLLM
+from echo.store import conversations, memories, pool
+from echo.vectors import base as vectors_base
+from echo.vectors import qdrant
+from echo.vectors.memory import InMemoryVectorStore
+
+FACT = [
+    {"role": "user", "content": "My son Tom starts violin lessons at the Lyon conservatory next Monday."},
+    {
+        "role": "assistant",
+        "content": "Great news for Tom: the Lyon conservatory has a strong strings department.",
+    },
+]
+
+
+class Backends:
+    def __init__(self, embedder: Any, vectors: Any) -> None:
+        self._embedder, self._vectors = embedder, vectors
+
+    def embedder(self) -> Any:
+        return self._embedder
+
+    async def vectors(self) -> Any:
+        return self._vectors
+
+
+async def enqueue(store: pool.Store, messages: list[dict[str, Any]], user: str = "u1") -> Any:
+    links = chain.build_chain(messages)
+    await conversations.Conversations(store).remember(
+        user,
+        {link.invariant: conversations.stored_message(m) for link, m in zip(links, messages, strict=True)},
+    )
+    job = distill.DistillJob(
+        user_id=user, chat_id="c1", key=links[-1].cumulative, start=0, parent=None,
+        invariants=tuple(link.invariant for link in links),
+    )  # fmt: skip
+    jobs = queue.JobQueue(store)
+    await jobs.enqueue(
+        kinds.DISTILL, job.to_payload(), idempotency_key=memory_filter.distill_job_key(user, job.key)
+    )
+    claimed = await jobs.claim("w1", [kinds.DISTILL], 30)
+    assert claimed is not None
+    return claimed.job
+
+
+def handler(store: pool.Store, embedder: Any, vectors: Any) -> distill.DistillHandler:
+    return distill.DistillHandler(store, OfflineLLM, Backends(embedder, vectors))
+
+
+async def count(store: pool.Store) -> int:
+    return int(await store.fetchval("SELECT count(*) FROM memories"))
+
+
+async def test_an_embedder_down_retries_the_job_and_writes_nothing(store: pool.Store) -> None:
+    embedder = FakeEmbedder(dimension=16)
+    embedder.failure = embeddings_base.EmbeddingError("connection refused", retryable=True)
+    job = await enqueue(store, FACT)
+    with pytest.raises(errors.RetryLater, match="embedding failed: connection refused"):
+        await handler(store, embedder, InMemoryVectorStore(dimension=16))(job)
+    assert await count(store) == 0
+    embedder.failure = None
+    await handler(store, embedder, InMemoryVectorStore(dimension=16))(job)  # the retry succeeds
+    assert await count(store) == 1
+
+
+async def test_a_vector_store_down_retries_the_job_and_writes_nothing(store: pool.Store) -> None:
+    down = qdrant.QdrantVectorStore.connect(dimension=16, url="http://127.0.0.1:9", timeout_s=2)
+    job = await enqueue(store, FACT)
+    with pytest.raises(errors.RetryLater, match="vector store failed"):
+        await handler(store, FakeEmbedder(dimension=16), down)(job)
+    await down.aclose()
+    assert await count(store) == 0
+    assert await store.fetchval("SELECT count(*) FROM memory_windows") == 0
+
+
+async def test_the_embedder_not_ready_yet_retries(store: pool.Store) -> None:
+    job = await enqueue(store, FACT)
+    with pytest.raises(errors.RetryLater, match="not ready"):
+        await handler(store, None, None)(job)
+
+
+async def test_a_dimension_change_is_permanent_and_names_both_sizes(store: pool.Store) -> None:
+    space: dict[str, Any] = {}
+    first = InMemoryVectorStore(dimension=16, space=space)
+    await handler(store, FakeEmbedder(dimension=16), first)(await enqueue(store, FACT, "u1"))
+    changed = InMemoryVectorStore(dimension=32, space=space)  # the embedding model changed
+    with pytest.raises(errors.PermanentJobError, match="16-d vectors") as caught:
+        await handler(store, FakeEmbedder(dimension=32), changed)(await enqueue(store, FACT, "u2"))
+    assert "32" in str(caught.value)
+
+
+async def test_a_duplicate_delivery_of_a_window_makes_one_memory(store: pool.Store) -> None:
+    vectors = InMemoryVectorStore(dimension=16)
+    job = await enqueue(store, FACT)
+    run = handler(store, FakeEmbedder(dimension=16), vectors)
+    await run(job)
+    await run(job)  # redelivered after a lost lease, or replayed
+    assert await count(store) == 1
+    assert await vectors.count(vectors_base.Kind.MEMORY, user_id="u1") == 1
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        [
+            {
+                "role": "user",
+                "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}],
+            }
+        ],
+        [
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "c", "content": '{"rows": [1, 2, 3]}'},
+        ],
+        [{"role": "user", "content": ""}],
+        [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "Sure! Anything else?"}],
+    ],
+    ids=["images-only", "tool-output-only", "empty", "small-talk"],
+)
+async def test_windows_with_nothing_to_remember_are_recorded_as_discarded(
+    store: pool.Store, window: list[dict[str, Any]]
+) -> None:
+    await handler(store, FakeEmbedder(dimension=16), InMemoryVectorStore(dimension=16))(
+        await enqueue(store, window)
+    )
+    assert await count(store) == 0
+    assert await store.fetchval("SELECT outcome FROM memory_windows") == "discarded"
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"user_id": "", "invariants": ["a" * 64], "window": "b" * 64}, "user_id"),
+        ({"user_id": "u", "invariants": [], "window": "b" * 64}, "invariants"),
+        ({"user_id": "u", "invariants": ["a" * 64], "window": "b" * 64}, "do not lead to window"),
+        ({"v": 99, "user_id": "u", "invariants": ["a" * 64], "window": "b" * 64}, "version"),
+    ],
+)
+def test_a_malformed_payload_is_a_permanent_error_naming_the_field(
+    payload: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(errors.PermanentJobError, match=field):
+        distill.DistillJob.from_payload(payload)
+
+
+async def test_a_job_of_a_user_forgotten_meanwhile_writes_nothing(store: pool.Store) -> None:
+    vectors = InMemoryVectorStore(dimension=16)
+    job = await enqueue(store, FACT)
+    await forgetting.builtin_forgetting(store, lambda: vectors).forget("u1")  # while the job runs
+    await handler(store, FakeEmbedder(dimension=16), vectors)(job)
+    assert await count(store) == 0
+    assert await vectors.count(vectors_base.Kind.MEMORY, user_id="u1") == 0
+
+
+async def test_a_stale_point_without_its_row_is_dropped_and_the_window_inserted(store: pool.Store) -> None:
+    vectors = InMemoryVectorStore(dimension=16)
+    embedder = FakeEmbedder(dimension=16)
+    await handler(store, embedder, vectors)(await enqueue(store, FACT))
+    [row] = await memories.Memories(store).list("u1")
+    await store.execute("DELETE FROM memories")  # the row went (a restore from backup), the point stayed
+    again = [*FACT, {"role": "user", "content": "Tom's teacher is Mrs Laurent, lessons on Mondays at 5 pm."}]
+    await handler(store, embedder, vectors)(await enqueue(store, again))
+    ids = {r.memory.id for r in await memories.Memories(store).list("u1")}
+    assert row.memory.id not in ids
+    assert len(ids) == 1
