@@ -1,12 +1,12 @@
 """`echo_memory` (seed 000, filter 2, conversation_memory_filter v4.0): the thin filter.
 
 Outlet (never waits on an LLM, the body comes back unchanged): the branch's messages (Open WebUI's
-`output` items unfolded as the next inlet will see them; system messages and ECHO's injected blocks
-are not part of it) are placed on the hash chain (hashes cached per process, as in echo_compression); every `WINDOW_SIZE` messages a window of
-`WINDOW_SIZE + WINDOW_OVERLAP` is due (`echo.memory.windows`). For each due window among the last
-ones, its messages are stored once by invariant hash and one `distill` job is enqueued in the same
-transaction, idempotent on the window's key: a replayed outlet adds nothing. An outlet with no
-window due, or only windows this process enqueued already, does no I/O at all.
+`output` items unfolded as the next inlet will see them; system messages and ECHO's injected blocks are
+not part of it) are placed on the hash chain (hashes cached per process, as in echo_compression); every
+`WINDOW_SIZE` messages a window of `WINDOW_SIZE + WINDOW_OVERLAP` is due (`echo.memory.windows`). For
+each due window among the last ones, its messages are stored once by invariant hash and one `distill`
+job is enqueued in the same transaction, idempotent on the window's key: a replayed outlet adds nothing.
+An outlet with no window due, or only windows this process enqueued already, does no I/O at all.
 
 Inlet (the one embedding call allowed on an inlet, DESIGN §5): the latest user message is embedded,
 the user's nearest memories are searched, ranked by similarity, importance and recency, cut to

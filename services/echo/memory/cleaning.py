@@ -1,14 +1,14 @@
 """``_clean_messages`` of seed 000: what a distillation reads of a window. Pure.
 
 Kept: each message's role, its text, and the names of the files attached to it. Dropped: ids,
-timestamps, Open WebUI metadata and branch ids (never read), system messages, ECHO's own injected
-blocks (summaries, references, recalled memories, the AEC block, smart-context blocks), Open WebUI's
+timestamps, Open WebUI metadata and branch ids (never read), system messages, ECHO's own injected blocks
+(summaries, references, recalled memories, the AEC block, smart-context blocks), Open WebUI's
 ``<attached_files>`` prefix, reasoning and tool-call ``<details>`` blocks, images, tool results and
-tool-call-only assistant turns (tool noise). Whitespace runs are collapsed. A message with nothing
-left is dropped. A message longer than ``MAX_MESSAGE_CHARS`` keeps its head and its tail around a
-marker that says how much was cut, so one pasted log cannot blow the distillation's input. The rendering is one paragraph per message, ``User: …`` / ``Assistant: …``, which is
-about 8× fewer tokens than ``str(messages)`` on Open WebUI bodies (``bench/memory.py``).
-"""
+tool-call-only assistant turns (tool noise). Whitespace runs are collapsed. A message with nothing left
+is dropped. A message longer than ``MAX_MESSAGE_CHARS`` keeps its head and its tail around a marker that
+says how much was cut, so one pasted log cannot blow the distillation's input. The rendering is one
+paragraph per message, ``User: …`` / ``Assistant: …``, which is about 8× fewer tokens than
+``str(messages)`` on Open WebUI bodies (``bench/memory.py``)."""
 
 from __future__ import annotations
 
