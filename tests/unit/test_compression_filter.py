@@ -10,7 +10,7 @@ from fakes.shared_data import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from echo import bodies, chain
+from echo import bodies, chain, tokens
 from echo.compression import fence, planning, prompts
 from echo.compression import messages as msgs
 from echo.config import valves as valves_module
@@ -113,7 +113,7 @@ def test_the_cache_tells_apart_one_text_with_other_tool_calls_or_call_ids() -> N
 def test_cached_token_counts_are_the_estimates() -> None:
     costs = compression.Costs(entries=2)
     for text in ["a", "hello world", "a", "你好", "x" * 100, "hello world"]:
-        assert costs.count(text) == compression.tokens.estimate_tokens(text)
+        assert costs.count(text) == tokens.estimate_tokens(text)
 
 
 def _fixture_messages(name: str) -> list[dict[str, Any]]:

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from echo import tokens
-from echo.compression import assembly, fence, selection
+from echo.compression import assembly, fence, groups, selection
 from echo.compression import messages as msgs
-from echo.filters import compression
+from echo.filters import compression, compression_costs
 
 TEXTS = st.one_of(
     st.text(alphabet="ab é\n#", max_size=20),
@@ -73,3 +73,44 @@ def test_cached_facts_and_precomputed_assembly_agree_with_the_pure_functions(
         request, policy=policy, summary=summary, counter=costs.count, kinds=profile.kinds, costs=profile.costs
     )
     assert fast == plain
+
+
+def _pure(request: list[dict[str, Any]]) -> compression_costs.Prepared:
+    turns = msgs.conversation_turns(request)
+    profile = compression_costs.Profile(
+        msgs.kinds_of(request), tuple(msgs.message_tokens(m, tokens.estimate_tokens) for m in request)
+    )
+    return compression_costs.Prepared(profile, turns, groups.turn_groups(request, turns.positions))
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(requests(), st.lists(st.tuples(st.sampled_from("atrei"), requests(), st.integers(0, 20)), max_size=5))
+def test_a_chat_prepared_request_after_request_gets_what_the_pure_functions_give(
+    first: list[dict[str, Any]], steps: list[tuple[str, list[dict[str, Any]], int]]
+) -> None:
+    # The next turn appends (a), a regeneration or an edit changes a message (r, e), a request may be
+    # shorter (t), a repeat changes nothing (i); other chats' requests share the caches.
+    costs = compression.Costs(entries=64)  # small: evictions run too
+    request = first
+    assert costs.prepare(request, "c1") == _pure(request)
+    for step, more, at in steps:
+        if step == "a":
+            request = [*request, *more]
+        elif step == "t":
+            request = request[: at % (len(request) + 1)]
+        elif step in "re" and request:
+            index = at % len(request)
+            replaced = {**request[index], "content": f"edited {at}"}
+            request = [*request[:index], replaced, *(more if step == "r" else request[index + 1 :])]
+        assert costs.prepare(request, "c1") == _pure(request)
+        assert costs.prepare(more, "c2") == _pure(more)
+
+
+def test_a_tool_result_after_the_prefix_joins_its_call_group() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    asked = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+    answered = [*asked, {"role": "tool", "tool_call_id": "c1", "content": "r"}]
+    costs = compression.Costs()
+    assert costs.prepare(asked, "chat").groups == (groups.Group(0, 1), groups.Group(1, 2))
+    assert costs.prepare(answered, "chat").groups == (groups.Group(0, 1), groups.Group(1, 3))
+    assert costs.prepare(asked, "chat").groups == (groups.Group(0, 1), groups.Group(1, 2))

@@ -123,10 +123,15 @@ class _Shape:
     current: int
 
     @classmethod
-    def of(cls, messages: Sequence[Mapping[str, Any]], kinds: Sequence[msgs.Kind] | None = None) -> _Shape:
+    def of(
+        cls,
+        messages: Sequence[Mapping[str, Any]],
+        kinds: Sequence[msgs.Kind] | None = None,
+        groups: Sequence[grp.Group] | None = None,
+    ) -> _Shape:
         kinds = msgs.kinds_of(messages) if kinds is None else tuple(kinds)
         positions = msgs.turn_positions(kinds)
-        groups = grp.turn_groups(messages, positions)
+        groups = grp.turn_groups(messages, positions) if groups is None else tuple(groups)
         last_user = msgs.last_user_turn(messages, positions)
         current = len(positions) if last_user is None else last_user
         return cls(kinds, positions, groups, grp.boundaries(groups, len(positions)), current)
@@ -211,17 +216,19 @@ def assemble(
     counter: msgs.TokenCounter = tokens.estimate_tokens,
     kinds: Sequence[msgs.Kind] | None = None,
     costs: Sequence[int] | None = None,
+    groups: Sequence[grp.Group] | None = None,
 ) -> Assembly:
     """The request to send for ``messages`` with ``summary`` (already selected for this branch).
 
-    ``kinds`` and ``costs``, when given, are ``messages.kinds_of(messages)`` and every message's
-    ``messages.message_tokens`` priced by ``counter``, computed (and cached) by the caller.
+    ``kinds``, ``costs`` and ``groups``, when given, are ``messages.kinds_of(messages)``, every
+    message's ``messages.message_tokens`` priced by ``counter`` and ``groups.turn_groups`` of the
+    turns, computed (and cached) by the caller.
     """
     if kinds is not None and len(kinds) != len(messages):
         raise ValueError(f"kinds has {len(kinds)} entries for {len(messages)} messages")
     if costs is not None and len(costs) != len(messages):
         raise ValueError(f"costs has {len(costs)} entries for {len(messages)} messages")
-    shape = _Shape.of(messages, kinds)
+    shape = _Shape.of(messages, kinds, groups)
     head, tail = _layout(policy, summary, shape)
     used = summary if tail > head else None
     trims: dict[int, dict[str, Any]] = {}

@@ -41,13 +41,16 @@ class Group:
         return isinstance(turn, int) and self.start <= turn < self.stop
 
 
-def turn_groups(messages: Sequence[Mapping[str, Any]], positions: Sequence[int]) -> tuple[Group, ...]:
+def turn_groups(
+    messages: Sequence[Mapping[str, Any]], positions: Sequence[int], first: int = 0
+) -> tuple[Group, ...]:
     """The atomic groups of the turns at ``positions`` (``Turns.positions``) in ``messages``, in
-    order; together they cover every turn once."""
+    order; together they cover every turn once. With ``first``, the groups of the turns from
+    ``first`` on, which must start a group (a caller that knows the groups before it)."""
     groups: list[Group] = []
     start: int | None = None  # first turn of the open tool-call group
-    for turn, position in enumerate(positions):
-        message = messages[position]
+    for turn in range(first, len(positions)):
+        message = messages[positions[turn]]
         if start is not None:
             if msgs.role_of(message) == "tool":
                 continue

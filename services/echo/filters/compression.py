@@ -30,9 +30,12 @@ Failure policy (DESIGN §6): on a store error either hook returns the body uncha
 chat id, counts `echo_compression_failures_total` and adds a warning event. Without a store (an app
 built without backends) the inlet still trims to the budget and the outlet stores nothing.
 
-Cost: hashing and pricing a message is cached per process (keyed by its text), and chats of more
-than `OFFLOAD_MESSAGES` messages are assembled on a worker thread, so the event loop stays free and
-the hook's deadline holds.
+Cost (`echo.filters.compression_costs`): hashing and pricing a message is cached per process (keyed
+by its text), and each chat's previous request stands for the prefix the next one shares with it, so
+a new turn costs its new messages plus the assembly; chats of `OFFLOAD_MESSAGES` messages or more are
+worked on a worker thread, so the event loop stays free and the hook's deadline holds. The outlet
+records the chat's head only when it changed (Open WebUI sends each outlet twice) and looks no summary
+up while the whole branch is below the threshold.
 """
 
 from __future__ import annotations
@@ -40,18 +43,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import structlog
 
-from echo import chain, metrics, tokens
+from echo import metrics
 from echo.compression import assembly, budgets, locales, planning, references, selection
 from echo.compression import messages as msgs
 from echo.config import valves as valves_module
 from echo.errors import ConfigError
-from echo.filters import base, compression_jobs
+from echo.filters import base, compression_costs, compression_jobs
 from echo.filters import events as events_module
 from echo.filters import references as references_filter
 from echo.jobs import queue, summary
@@ -60,131 +62,18 @@ from echo.store import errors as store_errors
 
 __all__ = ["OFFLOAD_MESSAGES", "CompressionFilter", "Costs", "StoreProvider", "unfold_output_items"]
 
+Costs = compression_costs.Costs
+
 log = structlog.get_logger("echo.filters.compression")
 
 StoreProvider = Callable[[], pool.Store | None]
 """The store of the running service, or None (no backends): asked on every call."""
 
-OFFLOAD_MESSAGES = 64  # from this many messages, assembly runs on a worker thread (about 2 ms of CPU)
+# From this many messages, a hook's CPU work runs on a worker thread (about 2 ms of it; below, the
+# hop to the thread and back costs more than it frees: 0.5-1 ms at 500 messages on 2 cores).
+OFFLOAD_MESSAGES = 2000
 WARN_PERCENT = 90  # context usage above which a warning is shown whatever the valves (seed 002)
-_CACHE_ENTRIES = 100_000  # per cache; a full cache is cleared (cheaper than LRU bookkeeping per hit)
 _T = TypeVar("_T")
-
-
-_PROTECTED_FLAGS = ("echo_protected", "is_external_references")  # as `messages.kind_of` reads them
-
-
-class Profile(typing.NamedTuple):
-    """What compression needs to know of every message of a request, computed once."""
-
-    kinds: tuple[msgs.Kind, ...]
-    costs: tuple[int, ...]
-
-
-class Costs:
-    """Per-process caches of what hashing and pricing a message cost: token counts by text,
-    kinds and costs by (role, text, protected flag) for messages whose content is a string and that
-    make no tool calls, invariant hashes by (role, text, file ids, tool calls and call id), chain links
-    by (invariant, parent cumulative hash, message id)."""
-
-    def __init__(self, entries: int = _CACHE_ENTRIES) -> None:
-        self.entries = entries
-        self._tokens: dict[str, int] = {}
-        self._profiles: dict[tuple[str, str, bool], tuple[msgs.Kind, int]] = {}
-        self._invariants: dict[tuple[str, str, tuple[str, ...], str], str] = {}
-        # (role, text) -> (normal role, invariant), for messages without files, tool calls or call id
-        self._plain: dict[tuple[str, str], tuple[str, str]] = {}
-        self._links: dict[tuple[str, str | None, str | None], chain.ChainLink] = {}
-
-    def profile(self, messages: Sequence[Mapping[str, Any]]) -> Profile:
-        """`messages.kinds_of` and every message's `messages.message_tokens`, cached per message."""
-        if len(self._profiles) >= self.entries:
-            self._profiles.clear()
-        kinds: list[msgs.Kind] = []
-        costs: list[int] = []
-        for message in messages:
-            role, content = message.get("role"), message.get("content")
-            found = None
-            key = None
-            if type(role) is str and type(content) is str and message.get("tool_calls") is None:
-                metadata = message.get("metadata")
-                flagged = (
-                    metadata is not None
-                    and isinstance(metadata, Mapping)
-                    and any(metadata.get(f) for f in _PROTECTED_FLAGS)
-                )
-                key = (role, content, flagged)
-                found = self._profiles.get(key)
-            if found is None:
-                found = (msgs.kind_of(message), msgs.message_tokens(message, self.count))
-                if key is not None:
-                    self._profiles[key] = found
-            kinds.append(found[0])
-            costs.append(found[1])
-        return Profile(tuple(kinds), tuple(costs))
-
-    def count(self, text: str) -> int:
-        """`echo.tokens.estimate_tokens`, cached."""
-        found = self._tokens.get(text)
-        if found is None:
-            if len(self._tokens) >= self.entries:
-                self._tokens.clear()
-            found = self._tokens[text] = tokens.estimate_tokens(text)
-        return found
-
-    def turns(self, messages: Sequence[Mapping[str, Any]], kinds: Sequence[msgs.Kind]) -> msgs.Turns:
-        """`messages.conversation_turns`, with the hashes cached (the same links, built the same way).
-
-        A link is cached by (invariant, parent cumulative hash, message id): the parent fixes the
-        prefix, so the link's index and cumulative hash, and the invariant its role."""
-        if max(len(self._invariants), len(self._plain), len(self._links)) >= self.entries:
-            self._invariants.clear()
-            self._plain.clear()
-            self._links.clear()
-        positions = msgs.turn_positions(kinds)
-        links: list[chain.ChainLink] = []
-        parent: str | None = None
-        plain, cached = self._plain, self._links
-        for position in positions:
-            message = messages[position]
-            raw, content = message.get("role"), message.get("content")
-            known = None
-            plain_key: tuple[str, str] | None = None
-            if (
-                type(raw) is str
-                and type(content) is str
-                and message.get("files") is None
-                and message.get("tool_calls") is None
-                and message.get("tool_call_id") is None
-            ):
-                plain_key = (raw, content)
-                known = plain.get(plain_key)
-            if known is None:
-                known = self._invariant(message)
-                if plain_key is not None:
-                    plain[plain_key] = known
-            role, invariant = known
-            message_id = message.get("id")
-            key = (invariant, parent, message_id if isinstance(message_id, str) else None)
-            link = cached.get(key)
-            if link is None:
-                link = cached[key] = chain.ChainLink(
-                    len(links), role, invariant, chain.cumulative_hash(invariant, parent), key[2]
-                )
-            links.append(link)
-            parent = link.cumulative
-        return msgs.Turns(positions, tuple(links))
-
-    def _invariant(self, message: Mapping[str, Any]) -> tuple[str, str]:
-        """The normal role and the invariant hash of one message."""
-        role = message.get("role")
-        role = role.strip().lower() if isinstance(role, str) else ""
-        text, files = chain.message_text(message.get("content")), chain.message_file_ids(message)
-        key = (role, text, files, chain.message_tools(message))
-        invariant = self._invariants.get(key)
-        if invariant is None:
-            invariant = self._invariants[key] = chain.invariant_hash(role, text, files, tools=key[3])
-        return role, invariant
 
 
 def unfold_output_items(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -294,6 +183,7 @@ class CompressionFilter:
         self.costs = costs or Costs()
         self._ports: tuple[pool.Store, conversations.Conversations, queue.JobQueue] | None = None
         self._remembered: dict[tuple[str, str, str], None] = {}
+        self._heads: dict[tuple[str, str, str], str] = {}  # (schema, user, chat) -> head hash recorded
         self._base_models: dict[str, str] = {}
 
     # -- ports ---------------------------------------------------------------------------------
@@ -305,6 +195,13 @@ class CompressionFilter:
         if self._ports is None or self._ports[0] is not store:
             self._ports = (store, conversations.Conversations(store), queue.JobQueue(store))
         return self._ports
+
+    def _prefix_key(self, ctx: base.HookContext) -> tuple[str, str, str, str] | None:
+        """Under which key `Costs.prepare` keeps this request for the chat's next one (None: no chat)."""
+        if not ctx.ids.chat_id or not ctx.ids.user_id:
+            return None
+        store = self._store_provider()
+        return ctx.phase, store.schema if store is not None else "", ctx.ids.user_id, ctx.ids.chat_id
 
     async def _cpu(self, size: int, work: Callable[[], _T]) -> _T:
         if size < OFFLOAD_MESSAGES:
@@ -388,13 +285,10 @@ class CompressionFilter:
         model, base_model = self._models(body)
         limits = budgets.thresholds_for(settings, model, base_model)
         policy = assembly.AssemblyPolicy.from_valves(settings, limits)
-        hashed = _with_current_files(messages, body.get("files"))
-
-        def chained() -> tuple[Profile, msgs.Turns]:
-            profile = self.costs.profile(messages)  # the files merged in change no kind nor cost
-            return profile, self.costs.turns(hashed, profile.kinds)
-
-        profile, turns = await self._cpu(len(messages), chained)
+        hashed = _with_current_files(messages, body.get("files"))  # no kind nor cost changes
+        key = self._prefix_key(ctx)
+        prepared = await self._cpu(len(messages), lambda: self.costs.prepare(hashed, key))
+        profile, turns = prepared.profile, prepared.turns
         row: conversations.SummaryRow | None = None
         ports = self._stores()
         if ports is not None and ctx.ids.user_id and len(turns):
@@ -417,7 +311,10 @@ class CompressionFilter:
 
         def assemble() -> assembly.Assembly:
             found = locale or locales.detect_locale(compression_jobs.latest_user_texts(messages))
-            known = profile if sent is messages else self.costs.profile(sent)
+            if sent is messages:
+                known, groups = profile, prepared.groups
+            else:
+                known, groups = self.costs.profile(sent), None
             return assembly.assemble(
                 sent,
                 policy=policy,
@@ -426,6 +323,7 @@ class CompressionFilter:
                 counter=self.costs.count,
                 kinds=known.kinds,
                 costs=known.costs,
+                groups=groups,
             )
 
         result = await self._cpu(len(messages), assemble)
@@ -544,26 +442,21 @@ class CompressionFilter:
         limits = budgets.thresholds_for(settings, model, base_model)
         policy = assembly.AssemblyPolicy.from_valves(settings, limits)
         unfolded = unfold_output_items(messages)
-
-        def chained() -> tuple[Profile, msgs.Turns]:
-            profile = self.costs.profile(unfolded)
-            return profile, self.costs.turns(unfolded, profile.kinds)
-
-        profile, turns = await self._cpu(len(unfolded), chained)
+        key = self._prefix_key(ctx)
+        prepared = await self._cpu(len(unfolded), lambda: self.costs.prepare(unfolded, key))
+        profile, turns = prepared.profile, prepared.turns
         if not len(turns):
             return body
         store, conversation_store, jobs = ports
         try:
-            await self._remember(store, conversation_store, user_id, unfolded, turns)
-            lookup = conversation_store.best_summary(user_id, turns.hashes)
-            if ctx.ids.chat_id:  # the chat's latest branch (referenced chats, manual compaction)
-                invariants = [link.invariant for link in turns.links]
-                head = conversation_store.record_head(
-                    user_id, ctx.ids.chat_id, invariants, head_hash=turns.hashes[-1]
-                )
-                row, _ = await asyncio.gather(lookup, head)  # two round trips at once
-            else:
-                row = await lookup
+            writes = (
+                self._remember(store, conversation_store, user_id, unfolded, turns),
+                self._record_head(store, conversation_store, user_id, ctx.ids.chat_id, turns),
+            )
+            if not budgets.needs_summary(sum(profile.costs), limits):
+                await asyncio.gather(*writes)
+                return body  # even the whole branch is below the threshold: no summary to look up
+            row, *_ = await asyncio.gather(conversation_store.best_summary(user_id, turns.hashes), *writes)
             previous = selection.select_summary(turns.hashes, [row.summary]) if row is not None else None
             result = await self._cpu(
                 len(unfolded),
@@ -574,6 +467,7 @@ class CompressionFilter:
                     counter=self.costs.count,
                     kinds=profile.kinds,
                     costs=profile.costs,
+                    groups=prepared.groups,
                 ),
             )
             if not budgets.needs_summary(result.tokens_assembled, limits):
@@ -604,6 +498,27 @@ class CompressionFilter:
             self._store_failed(ctx, error)
         return body
 
+    async def _record_head(
+        self,
+        store: pool.Store,
+        conversation_store: conversations.Conversations,
+        user_id: str,
+        chat_id: str | None,
+        turns: msgs.Turns,
+    ) -> None:
+        """Record the chat's latest branch (referenced chats, manual compaction read it), unless this
+        process recorded that very head last (Open WebUI sends a turn's outlet twice)."""
+        if not chat_id:
+            return
+        key, head = (store.schema, user_id, chat_id), turns.hashes[-1]
+        if self._heads.get(key) == head:
+            return
+        invariants = [link.invariant for link in turns.links]
+        await conversation_store.record_head(user_id, chat_id, invariants, head_hash=head)
+        if len(self._heads) >= compression_costs.CACHE_ENTRIES:
+            self._heads.clear()
+        self._heads[key] = head
+
     async def _remember(
         self,
         store: pool.Store,
@@ -621,7 +536,7 @@ class CompressionFilter:
         if not new:
             return
         await conversation_store.remember(user_id, new)
-        if len(self._remembered) + len(new) > _CACHE_ENTRIES:
+        if len(self._remembered) + len(new) > compression_costs.CACHE_ENTRIES:
             self._remembered.clear()
         self._remembered.update(dict.fromkeys((store.schema, user_id, invariant) for invariant in new))
 

@@ -1,0 +1,240 @@
+"""What hashing and pricing a request's messages cost echo_compression, cached per process.
+
+Every inlet and outlet needs, for each message, its kind and token cost (`echo.compression.messages`),
+and for the turns their chain (`echo.chain`) and atomic groups (`echo.compression.groups`). Those are
+pure functions of the messages, so they are cached:
+
+- per message: token counts by text, kinds and costs by (role, text, protected flag) for messages
+  whose content is a string and that make no tool calls, invariant hashes by (role, text, file ids,
+  tool calls and call id), chain links by (invariant, parent cumulative hash, message id);
+- per request prefix (`Costs.prepare` with a key: the chat and the hook's phase): a new turn repeats
+  the whole history before it, so the previous request's results stand for the messages it shares as
+  a prefix (compared as dicts, in one C-level list comparison), and only the new messages are worked
+  out. The results are those of the uncached functions, which the tests check.
+
+Caches are bounded (`entries`; a full cache is cleared, cheaper than LRU bookkeeping per hit). Racing
+threads (large chats are prepared on worker threads) at worst compute an entry twice.
+"""
+
+from __future__ import annotations
+
+import bisect
+import typing
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from echo import chain, tokens
+from echo.compression import groups as grp
+from echo.compression import messages as msgs
+
+__all__ = ["CACHE_ENTRIES", "Costs", "Prepared", "Profile"]
+
+CACHE_ENTRIES = 100_000  # per cache (for prefixes: messages held, all chats together)
+_PROTECTED_FLAGS = ("echo_protected", "is_external_references")  # as `messages.kind_of` reads them
+
+
+class Profile(typing.NamedTuple):
+    """What compression needs to know of every message of a request, computed once."""
+
+    kinds: tuple[msgs.Kind, ...]
+    costs: tuple[int, ...]
+
+
+class Prepared(typing.NamedTuple):
+    """A request's profile, its turns (positions and chain) and their atomic groups."""
+
+    profile: Profile
+    turns: msgs.Turns
+    groups: tuple[grp.Group, ...]
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """The last request prepared under one key: shallow copies of its messages and the results."""
+
+    messages: list[dict[str, Any]]
+    prepared: Prepared
+
+
+class Costs:
+    """The caches of one process (see the module docstring)."""
+
+    def __init__(self, entries: int = CACHE_ENTRIES) -> None:
+        self.entries = entries
+        self._tokens: dict[str, int] = {}
+        self._profiles: dict[tuple[str, str, bool], tuple[msgs.Kind, int]] = {}
+        self._invariants: dict[tuple[str, str, tuple[str, ...], str], str] = {}
+        # (role, text) -> (normal role, invariant), for messages without files, tool calls or call id
+        self._plain: dict[tuple[str, str], tuple[str, str]] = {}
+        self._links: dict[tuple[str, str | None, str | None], chain.ChainLink] = {}
+        self._seen: dict[Hashable, _Seen] = {}
+        self._seen_messages = 0
+
+    def count(self, text: str) -> int:
+        """`echo.tokens.estimate_tokens`, cached."""
+        found = self._tokens.get(text)
+        if found is None:
+            if len(self._tokens) >= self.entries:
+                self._tokens.clear()
+            found = self._tokens[text] = tokens.estimate_tokens(text)
+        return found
+
+    def profile(self, messages: Sequence[Mapping[str, Any]]) -> Profile:
+        """`messages.kinds_of` and every message's `messages.message_tokens`, cached per message."""
+        if len(self._profiles) >= self.entries:
+            self._profiles.clear()
+        kinds: list[msgs.Kind] = []
+        costs: list[int] = []
+        for message in messages:
+            role, content = message.get("role"), message.get("content")
+            found = None
+            key = None
+            if type(role) is str and type(content) is str and message.get("tool_calls") is None:
+                metadata = message.get("metadata")
+                flagged = (
+                    metadata is not None
+                    and isinstance(metadata, Mapping)
+                    and any(metadata.get(f) for f in _PROTECTED_FLAGS)
+                )
+                key = (role, content, flagged)
+                found = self._profiles.get(key)
+            if found is None:
+                found = (msgs.kind_of(message), msgs.message_tokens(message, self.count))
+                if key is not None:
+                    self._profiles[key] = found
+            kinds.append(found[0])
+            costs.append(found[1])
+        return Profile(tuple(kinds), tuple(costs))
+
+    def turns(self, messages: Sequence[Mapping[str, Any]], kinds: Sequence[msgs.Kind]) -> msgs.Turns:
+        """`messages.conversation_turns`, with the hashes cached (the same links, built the same way)."""
+        positions = msgs.turn_positions(kinds)
+        return msgs.Turns(positions, self._chain(messages, positions, ()))
+
+    def prepare(self, messages: Sequence[Mapping[str, Any]], key: Hashable | None = None) -> Prepared:
+        """`profile`, `turns` and `groups.turn_groups` of ``messages``; with a ``key``, the previous
+        request prepared under it stands for the prefix it shares with this one."""
+        seen = self._seen.get(key) if key is not None else None
+        start = _shared(messages, seen.messages) if seen is not None else 0
+        if seen is None or start == 0:
+            profile = self.profile(messages)
+            turns = self.turns(messages, profile.kinds)
+            prepared = Prepared(profile, turns, grp.turn_groups(messages, turns.positions))
+            copies = [dict(message) for message in messages]
+        else:
+            prepared = self._extend(messages, _truncated(seen.prepared, start), start)
+            copies = seen.messages[:start] + [dict(message) for message in messages[start:]]
+        if key is not None:
+            self._remember(key, _Seen(copies, prepared))
+        return prepared
+
+    def _extend(self, messages: Sequence[Mapping[str, Any]], before: Prepared, start: int) -> Prepared:
+        """``before``, the results for ``messages[:start]`` (its groups possibly short of its last
+        turns), extended to every message."""
+        tail = self.profile(messages[start:])
+        kinds = before.profile.kinds + tail.kinds
+        added = tuple(start + index for index, kind in enumerate(tail.kinds) if kind is msgs.Kind.TURN)
+        positions = before.turns.positions + added
+        links = self._chain(messages, added, before.turns.links) if added else before.turns.links
+        groups = before.groups
+        if added or (groups[-1].stop if groups else 0) != len(positions):
+            first = groups[-1].start if groups else 0  # the last group may go on: a call's results
+            groups = groups[:-1] + grp.turn_groups(messages, positions, first=first)
+        profile = Profile(kinds, before.profile.costs + tail.costs)
+        return Prepared(profile, msgs.Turns(positions, links), groups)
+
+    def _remember(self, key: Hashable, seen: _Seen) -> None:
+        previous = self._seen.pop(key, None)
+        self._seen_messages += len(seen.messages) - (len(previous.messages) if previous is not None else 0)
+        while self._seen and self._seen_messages + len(seen.messages) > self.entries:
+            oldest = next(iter(self._seen))  # insertion order: the least recently prepared
+            self._seen_messages -= len(self._seen.pop(oldest).messages)
+        if len(seen.messages) <= self.entries:
+            self._seen[key] = seen
+        else:
+            self._seen_messages -= len(seen.messages)
+
+    def _chain(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        positions: Sequence[int],
+        before: Sequence[chain.ChainLink],
+    ) -> tuple[chain.ChainLink, ...]:
+        """``before`` followed by the links of the turns at ``positions``.
+
+        A link is cached by (invariant, parent cumulative hash, message id): the parent fixes the
+        prefix, so the link's index and cumulative hash, and the invariant its role."""
+        if max(len(self._invariants), len(self._plain), len(self._links)) >= self.entries:
+            self._invariants.clear()
+            self._plain.clear()
+            self._links.clear()
+        links: list[chain.ChainLink] = list(before)
+        parent: str | None = links[-1].cumulative if links else None
+        plain, cached = self._plain, self._links
+        for position in positions:
+            message = messages[position]
+            raw, content = message.get("role"), message.get("content")
+            known = None
+            plain_key: tuple[str, str] | None = None
+            if (
+                type(raw) is str
+                and type(content) is str
+                and message.get("files") is None
+                and message.get("tool_calls") is None
+                and message.get("tool_call_id") is None
+            ):
+                plain_key = (raw, content)
+                known = plain.get(plain_key)
+            if known is None:
+                known = self._invariant(message)
+                if plain_key is not None:
+                    plain[plain_key] = known
+            role, invariant = known
+            message_id = message.get("id")
+            key = (invariant, parent, message_id if isinstance(message_id, str) else None)
+            link = cached.get(key)
+            if link is None:
+                link = cached[key] = chain.ChainLink(
+                    len(links), role, invariant, chain.cumulative_hash(invariant, parent), key[2]
+                )
+            links.append(link)
+            parent = link.cumulative
+        return tuple(links)
+
+    def _invariant(self, message: Mapping[str, Any]) -> tuple[str, str]:
+        """The normal role and the invariant hash of one message."""
+        role = message.get("role")
+        role = role.strip().lower() if isinstance(role, str) else ""
+        text, files = chain.message_text(message.get("content")), chain.message_file_ids(message)
+        key = (role, text, files, chain.message_tools(message))
+        invariant = self._invariants.get(key)
+        if invariant is None:
+            invariant = self._invariants[key] = chain.invariant_hash(role, text, files, tools=key[3])
+        return role, invariant
+
+
+def _shared(messages: Sequence[Mapping[str, Any]], seen: Sequence[Mapping[str, Any]]) -> int:
+    """How many leading messages two requests share (equal dicts)."""
+    known = len(seen)
+    if len(messages) >= known and list(messages[:known]) == seen:  # the common case: one C-level pass
+        return known
+    for index, (new, old) in enumerate(zip(messages, seen, strict=False)):
+        if new != old:
+            return index
+    return min(len(messages), known)
+
+
+def _truncated(prepared: Prepared, start: int) -> Prepared:
+    """The results for the first ``start`` messages of a request ``prepared`` stands for. Of the
+    groups, those that end by the last of their turns are kept (the next may go on after it)."""
+    profile, turns = prepared.profile, prepared.turns
+    if start == len(profile.kinds):
+        return prepared
+    count = bisect.bisect_left(turns.positions, start)
+    kept = tuple(group for group in prepared.groups if group.stop <= count)
+    return Prepared(
+        Profile(profile.kinds[:start], profile.costs[:start]),
+        msgs.Turns(turns.positions[:count], turns.links[:count]),
+        kept,
+    )
