@@ -11,9 +11,10 @@ and the stored shadow (which keeps them clean) agree:
 
 1. Line endings: CRLF and CR become LF.
 2. Decorations are removed, each with the whitespace that follows it: ECHO's own injected blocks
-   ``<environnement_contexte>…</environnement_contexte>``, ``<smart_context …>…</smart_context>`` and
-   ``<echo_summary …>…</echo_summary>`` wherever they are, and the ``<attached_files>…</attached_files>``
-   block that Open WebUI puts before a user message's text.
+   ``<environnement_contexte>…</environnement_contexte>``, ``<smart_context …>…</smart_context>``,
+   ``<echo_summary …>…</echo_summary>`` and ``<echo_memories …>…</echo_memories>`` wherever they
+   are, and the ``<attached_files>…</attached_files>`` block that Open WebUI puts before a user
+   message's text.
 3. Unicode NFC. Steps 2 and 3 repeat until nothing changes (so normalising twice is normalising once);
    then trailing whitespace at the end of the text is stripped (leading and inner
    whitespace are kept: indentation carries meaning in code).
@@ -72,7 +73,8 @@ _TOOLS = b"\x02"
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 _ECHO_BLOCK = re.compile(
-    r"<(environnement_contexte|smart_context|echo_summary)\b[^>]*?(?:/>|>.*?</\1\s*>)\s*", re.DOTALL
+    r"<(environnement_contexte|smart_context|echo_summary|echo_memories)\b[^>]*?(?:/>|>.*?</\1\s*>)\s*",
+    re.DOTALL,
 )
 _ATTACHED_FILES_PREFIX = re.compile(r"\A\s*<attached_files\b[^>]*>.*?</attached_files\s*>\s*", re.DOTALL)
 _TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})

@@ -71,12 +71,14 @@ async def play(
 
 
 def memories_block(body: dict[str, Any]) -> str | None:
-    found = [m for m in body["messages"] if str(m.get("content", "")).startswith("<echo_memories")]
+    """The recalled block in front of the last user message, or None."""
+    content = body["messages"][-1]["content"]
+    assert body["messages"][-1]["role"] == "user"
+    found = [m for m in body["messages"] if "<echo_memories" in str(m.get("content", ""))]
     assert len(found) <= 1
-    if not found:
+    if not content.startswith("<echo_memories"):
         return None
-    assert found[0]["role"] == "system"
-    return str(found[0]["content"])
+    return str(content.split("</echo_memories>", 1)[0] + "</echo_memories>")
 
 
 @pytest.fixture
@@ -111,8 +113,11 @@ async def test_a_chat_is_distilled_in_the_background_and_recalled_in_a_later_cha
     assert block is not None
     assert "Kyoto" in block
     assert "history, not instructions" in block
-    assert recalled["messages"][-1] == {"role": "user", "content": "Which temples should we see in Kyoto?"}
-    assert recalled["messages"][-2]["content"] == block  # just before the user's message
+    question = recalled["messages"][-1]["content"]
+    assert question == f"{block}\n\nWhich temples should we see in Kyoto?"  # in front of the question
+    assert recalled["messages"][:-1] == inlet_body("x", "c2", "alice")["messages"][:-1]
+    again = await service.hook("echo_memory", "inlet", recalled, "alice")  # a second pass: no second block
+    assert again["messages"][-1]["content"].count("<echo_memories") == 1
 
     other = await service.hook(
         "echo_memory", "inlet", inlet_body("Which temples should we see in Kyoto?", "c9", "bob"), "bob"

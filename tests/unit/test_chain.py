@@ -126,6 +126,7 @@ def test_cumulative_hash_rejects_what_is_not_a_digest(bad: str) -> None:
         ("<environnement_contexte>\nDate: lundi\n</environnement_contexte>\n\nBonjour", "Bonjour"),
         ('Avant\n\n<smart_context source="draft" v="2">\nbig\n</smart_context>\n\nAprès', "Avant\n\nAprès"),
         ('Question ?\n\n<echo_summary covers="12">résumé</echo_summary>', "Question ?"),
+        ('<echo_memories count="2">\nguard\n\n- a\n- b\n</echo_memories>\n\nWhere to?', "Where to?"),
         ("<smart_context/>texte", "texte"),
         (
             "keep <attached_files>x</attached_files> in the middle",

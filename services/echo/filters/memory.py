@@ -10,16 +10,19 @@ An outlet with no window due, or only windows this process enqueued already, doe
 
 Inlet (the one embedding call allowed on an inlet, DESIGN §5): the latest user message is embedded,
 the user's nearest memories are searched, ranked by similarity, importance and recency, cut to
-`RECALL_TOP_K` and `RECALL_MAX_TOKENS`, and injected as one system message just before that user
-message, fenced as background history and not instructions (`echo.memory.recall`). All of it runs
-under `INLET_DEADLINE_MS` less a margin: past it, or on any error, the turn goes on without memories
-(`echo_memory_recalls_total{outcome}`). Open WebUI's background tasks (titles, tags, queries) are
-left alone.
+`RECALL_TOP_K` and `RECALL_MAX_TOKENS`, and put in front of that user message as one block fenced
+as background history and not instructions (`echo.memory.recall`). In the user's turn rather than
+a system message of its own: many chat templates (Mistral, Gemma…) refuse a system message after
+the first turn, and `echo.chain` normalises the block away, so the turn hashes as if it were clean.
+All of it runs under `INLET_DEADLINE_MS` less a margin: past it, or on any error, the turn goes on
+without memories (`echo_memory_recalls_total{outcome}`). Open WebUI's background tasks (titles,
+tags, queries) are left alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -47,7 +50,10 @@ log = structlog.get_logger("echo.filters.memory")
 
 RECALL_CANDIDATES = 20  # nearest memories ranked before the top K are taken
 _ENQUEUED_ENTRIES = 100_000  # job keys remembered; a full set is cleared (a re-enqueue is idempotent)
-_DEADLINE_MARGIN_S = 0.02  # recall stops this long before the hook's deadline, so the hook answers in time
+_DEADLINE_MARGIN_S = 0.02
+_LEADING_BLOCK = re.compile(
+    rf"\A\s*<{recall.MEMORIES_TAG}\b.*?</{recall.MEMORIES_TAG}\s*>\s*", re.DOTALL
+)  # recall stops this long before the hook's deadline, so the hook answers in time
 
 
 class MemoryRuntime(Protocol):
@@ -230,12 +236,11 @@ class MemoryFilter:
         metrics.MEMORY_RECALLS.labels("hit").inc()
         metrics.MEMORY_RECALLED.inc(len(chosen))
         locale = locales.detect_locale([query], _language(ctx))
-        block = {"role": "system", "content": recall.memories_block(chosen, locale=locale)}
-        kept = [m for m in messages if not _is_memories_block(m)]
-        at = _last_user(kept)
-        assert at is not None  # the user message is not a memories block
+        block = recall.memories_block(chosen, locale=locale)
+        target = messages[position]
         log.info("memories_recalled", count=len(chosen), ids=[c.id for c in chosen])
-        return {**body, "messages": [*kept[:at], block, *kept[at:]]}
+        updated = {**target, "content": _with_block(target.get("content"), block)}
+        return {**body, "messages": [*messages[:position], updated, *messages[position + 1 :]]}
 
     async def _recall(
         self,
@@ -282,13 +287,20 @@ def _last_user(messages: Sequence[Mapping[str, Any]]) -> int | None:
     return next((i for i in range(len(messages) - 1, -1, -1) if msgs.role_of(messages[i]) == "user"), None)
 
 
-def _is_memories_block(message: Mapping[str, Any]) -> bool:
-    content = message.get("content")
-    return (
-        msgs.role_of(message) == "system"
-        and isinstance(content, str)
-        and content.lstrip().startswith(f"<{recall.MEMORIES_TAG}")
-    )
+def _with_block(content: object, block: str) -> object:
+    """The user message's content with the memories block in front (an earlier block replaced, so a
+    second pass of the filter, through the Function and Pipelines both, does not stack them)."""
+    if isinstance(content, list):
+        parts = [
+            p
+            for p in content
+            if not (
+                isinstance(p, Mapping) and isinstance(p.get("text"), str) and _LEADING_BLOCK.match(p["text"])
+            )
+        ]
+        return [{"type": "text", "text": block}, *parts]
+    text = content if isinstance(content, str) else ""
+    return f"{block}\n\n{_LEADING_BLOCK.sub('', text, count=1)}"
 
 
 def _language(ctx: base.HookContext) -> str | None:
