@@ -35,7 +35,7 @@ from echo.compression import messages as msgs
 from echo.config import valves as valves_module
 from echo.embeddings import base as embeddings_base
 from echo.errors import EchoError
-from echo.filters import base
+from echo.filters import base, compression_costs
 from echo.filters import compression as compression_filter
 from echo.filters import events as events_module
 from echo.jobs import distill, kinds, queue
@@ -96,7 +96,7 @@ class MemoryFilter:
 
     def __init__(self, runtime: RuntimeProvider | None = None) -> None:
         self._runtime = runtime or (lambda: None)
-        self.costs = compression_filter.Costs()  # per-process caches of message kinds and chain links
+        self.costs = compression_costs.Costs()  # per-process caches of message kinds and chain links
         self._enqueued: set[str] = set()  # job keys this process enqueued (a replay re-enqueues nothing)
 
     @staticmethod
