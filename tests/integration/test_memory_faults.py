@@ -183,3 +183,13 @@ async def test_a_stale_point_without_its_row_is_dropped_and_the_window_inserted(
     ids = {r.memory.id for r in await memories.Memories(store).list("u1")}
     assert row.memory.id not in ids
     assert len(ids) == 1
+
+
+async def test_the_vector_payload_carries_the_seed_fields_and_the_provenance(store: pool.Store) -> None:
+    vectors = InMemoryVectorStore(dimension=16)
+    job = await enqueue(store, FACT)
+    await handler(store, FakeEmbedder(dimension=16), vectors)(job)
+    [point], _ = await vectors.scroll(vectors_base.Kind.MEMORY, user_id="u1")
+    assert point.chat_id == "c1"
+    assert {"timestamp", "memory_importance", "memory_id", "tags", "provenance"} <= set(point.payload)
+    assert point.payload["provenance"] == [job.payload["window"]]

@@ -18,7 +18,7 @@ message). The payload holds references, not a transcript. The handler:
    written with a compare-and-set on its version: a merge that lost a race merges again into the
    new text, so concurrent merges into one memory lose nothing; earlier versions are kept;
 5. writes the vector with the memory's payload (user_id, chat_id, timestamp, memory_importance,
-   memory_id, tags, version, summary) and marks the version indexed.
+   memory_id, tags, provenance, version, summary) and marks the version indexed.
 
 Failures: LLM, embedder or vector store down → retried with the queue's backoff (nothing is
 written before the decision, and everything after it is idempotent); a forgotten user's job finds
@@ -138,9 +138,11 @@ class DistillJob:
 
 
 def point_payload(memory: records.Memory) -> dict[str, Any]:
-    """The vector point's payload (seed 000's fields, and what recall needs without a database read)."""
+    """The vector point's payload: seed 000's fields, the provenance (the key of every window it came
+    from; the messages of each are in PostgreSQL), and what recall needs without a database read."""
     return {
         "memory_id": memory.memory_id,
+        "provenance": [window.key for window in memory.provenance],
         "summary": memory.summary,
         "memory_importance": memory.importance,
         "tags": list(memory.tags),

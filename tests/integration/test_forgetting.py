@@ -1,0 +1,135 @@
+"""`DELETE /users/{id}`'s parts (`echo.jobs.forgetting`) on a real PostgreSQL: after forgetting, no
+table of the tenant schema that has a `user_id` column holds a row of that user (so a store added
+later is checked too), no job names them, no vector point of theirs is left in either collection,
+and another user's rows are all still there."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from echo import chain
+from echo.embeddings.fake import FakeEmbedder
+from echo.filters import memory as memory_filter
+from echo.jobs import distill, forgetting, kinds, queue
+from echo.llm.offline import OfflineLLM
+from echo.store import conversations, pool
+from echo.vectors import base as vectors_base
+from echo.vectors.memory import InMemoryVectorStore
+
+FACTS = [
+    {
+        "role": "user",
+        "content": "I adopted a border collie called Pixel; she is three and loves agility courses.",
+    },
+    {"role": "assistant", "content": "Pixel sounds great: border collies excel at agility training courses."},
+]
+
+
+class Backends:
+    def __init__(self, vectors: InMemoryVectorStore) -> None:
+        self._vectors, self._embedder = vectors, FakeEmbedder(dimension=16)
+
+    def embedder(self) -> Any:
+        return self._embedder
+
+    async def vectors(self) -> Any:
+        return self._vectors
+
+
+async def populate(store: pool.Store, vectors: InMemoryVectorStore, user: str) -> None:
+    """Every kind of row ECHO keeps about a user, made by the code that makes them."""
+    talk = conversations.Conversations(store)
+    jobs = queue.JobQueue(store)
+    links = chain.build_chain(FACTS)
+    await talk.remember(
+        user, {k.invariant: conversations.stored_message(m) for k, m in zip(links, FACTS, strict=True)}
+    )
+    await talk.record_head(user, "chat-1", [link.invariant for link in links])
+    await talk.save_summary(
+        conversations.NewSummary(
+            user_id=user, covered_hash=links[-1].cumulative, covered_count=2, head_count=0, text="summary",
+            locale="en-US", model="m", provider="offline", refs=[link.invariant for link in links],
+        )
+    )  # fmt: skip
+    await store.execute(
+        "INSERT INTO summary_failures (user_id, chat_id, reason, detail)"
+        " VALUES ($1, 'chat-1', 'llm', 'down')",
+        user,
+    )
+    job = distill.DistillJob(
+        user_id=user, chat_id="chat-1", key=links[-1].cumulative, start=0, parent=None,
+        invariants=tuple(link.invariant for link in links),
+    )  # fmt: skip
+    await jobs.enqueue(
+        kinds.DISTILL, job.to_payload(), idempotency_key=memory_filter.distill_job_key(user, job.key)
+    )
+    claimed = await jobs.claim("w", [kinds.DISTILL], 30)
+    assert claimed is not None
+    await distill.DistillHandler(store, OfflineLLM, Backends(vectors))(claimed.job)
+    await jobs.enqueue(kinds.SUMMARY, {"user_id": user, "chat_id": "chat-1"}, idempotency_key=f"s:{user}")
+    await vectors.upsert(
+        vectors_base.Kind.EPHEMERAL,
+        [
+            vectors_base.Point(
+                id=f"{user}-chunk", vector=[1.0] + [0.0] * 15, user_id=user, source_id="U_x_C_y_T_1"
+            )
+        ],
+    )
+
+
+async def rows_of(store: pool.Store, user: str) -> dict[str, int]:
+    tables = await store.fetch(
+        "SELECT table_name FROM information_schema.columns"
+        " WHERE table_schema = $1 AND column_name = 'user_id'",
+        store.schema,
+    )
+    counts = {
+        t["table_name"]: await store.fetchval(
+            f'SELECT count(*) FROM "{t["table_name"]}" WHERE user_id = $1', user
+        )
+        for t in tables
+    }
+    counts["jobs"] = await store.fetchval("SELECT count(*) FROM jobs WHERE payload->>'user_id' = $1", user)
+    return counts
+
+
+async def test_forgetting_a_user_leaves_no_row_job_or_vector_of_theirs_and_all_of_the_others(
+    store: pool.Store,
+) -> None:
+    vectors = InMemoryVectorStore(dimension=16)
+    for user in ("quinn", "rosa"):
+        await populate(store, vectors, user)
+    before = await rows_of(store, "quinn")
+    expected = {
+        "messages",
+        "summaries",
+        "chat_heads",
+        "summary_failures",
+        "memories",
+        "memory_windows",
+        "jobs",
+    }
+    assert expected <= {table for table, count in before.items() if count}, before
+
+    done = await forgetting.builtin_forgetting(store, lambda: vectors).forget("quinn")
+    assert done.failed == {}
+    assert done.deleted["vectors"] == {"echo_memory": 1, "echo_ephemeral": 1}
+    assert await rows_of(store, "quinn") == dict.fromkeys(before, 0)
+    for kind in vectors_base.Kind:
+        assert await vectors.count(kind, user_id="quinn") == 0
+        assert await vectors.count(kind, user_id="rosa") == 1
+    assert await rows_of(store, "rosa") == before  # the other user keeps everything
+
+
+async def test_a_part_that_fails_is_named_and_the_others_still_run(store: pool.Store) -> None:
+    vectors = InMemoryVectorStore(dimension=16)
+    await populate(store, vectors, "sam")
+    done = await forgetting.builtin_forgetting(store, lambda: None).forget("sam")  # vectors not ready
+    assert list(done.failed) == ["vectors"]
+    assert "not ready" in done.failed["vectors"]
+    assert (await rows_of(store, "sam"))["memories"] == 0
+    again = await forgetting.builtin_forgetting(store, lambda: vectors).forget(
+        "sam"
+    )  # a second call finishes
+    assert again.failed == {}
+    assert await vectors.count(vectors_base.Kind.MEMORY, user_id="sam") == 0
