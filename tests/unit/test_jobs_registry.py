@@ -64,9 +64,9 @@ def test_retry_later_refuses_a_negative_delay() -> None:
         errors.RetryLater(delay_seconds=-1)
 
 
-def test_builtin_registry_runs_the_summary_kind(tmp_path: Path) -> None:
+def test_builtin_registry_runs_summaries_and_distillations(tmp_path: Path) -> None:
     registry = kinds.builtin_registry(Settings(data_dir=tmp_path), None)  # type: ignore[arg-type]
-    assert tuple(registry.kinds) == (kinds.SUMMARY,)
+    assert tuple(registry.kinds) == (kinds.SUMMARY, kinds.DISTILL)
 
 
 def test_public_api_is_pinned() -> None:
