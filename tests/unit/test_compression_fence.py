@@ -88,6 +88,8 @@ def test_resolve_locale(tag: str | None, locale: str) -> None:
     ("text", "locale"),
     [
         ("Could you help me with this script? It fails when the file is empty.", "en-US"),
+        ("Where do I work these days?", "en-US"),  # "i" and "do" are Polish words too
+        ("What did I tell you about my sister?", "en-US"),
         ("Bonjour, est-ce que vous pouvez m'aider avec ce script ? Il plante.", "fr-FR"),
         ("Kannst du mir mit diesem Skript helfen? Es ist nicht korrekt und ich weiß nicht warum.", "de-DE"),
         ("¿Puedes ayudarme con este script? No funciona y no sé por qué.", "es-ES"),

@@ -139,7 +139,8 @@ _SIMPLIFIED_ONLY = _SIMPLIFIED - _TRADITIONAL
 
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 _FUNCTION_WORD_LISTS = {
-    "en": "the and is are you what this that with have for was not but can how it's i'm there",
+    "en": "the and is are you what this that with have for was not but can how it's i'm there i my do "
+    "where of to in it me we did",
     "fr": "le les et est vous je une des pas pour dans avec c'est qui sur mais ce ne au",
     "de": "der die das und ist ich nicht ein eine mit auf für wie sie es zu den dem auch",
     "es": "el los las y es que en una por para con no qué cómo pero del lo se muy",

@@ -235,7 +235,12 @@ class MemoryFilter:
             return body
         metrics.MEMORY_RECALLS.labels("hit").inc()
         metrics.MEMORY_RECALLED.inc(len(chosen))
-        locale = locales.detect_locale([query], _language(ctx))
+        earlier = [
+            msgs.content_text(m.get("content"))
+            for m in reversed(messages[:position])
+            if msgs.role_of(m) == "user"
+        ]
+        locale = locales.detect_locale([query, *earlier[:3]], _language(ctx))
         block = recall.memories_block(chosen, locale=locale)
         target = messages[position]
         log.info("memories_recalled", count=len(chosen), ids=[c.id for c in chosen])
