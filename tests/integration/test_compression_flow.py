@@ -167,7 +167,10 @@ async def test_a_long_chat_is_summarised_in_the_background_and_the_next_inlet_us
     body = outlet_body(messages)
     assert await hook(http, "outlet", body) == body  # the outlet changes nothing
     existing = sample("echo_jobs_enqueued_total", kind="summary", result="existing")
-    assert await hook(http, "outlet", body) == body  # Open WebUI's /api/chat/completed replays it
+    assert await hook(http, "outlet", body) == body  # Open WebUI's /api/chat/completed replays it:
+    assert sample("echo_jobs_enqueued_total", kind="summary", result="existing") == existing  # done once
+    cloned = outlet_body(messages, chat_id="clone")  # the same branch point: the same job
+    assert await hook(http, "outlet", cloned) == cloned
     assert sample("echo_jobs_enqueued_total", kind="summary", result="existing") == existing + 1
     [job] = await jobs_of(store)
     assert (job["kind"], job["state"]) == ("summary", "pending")

@@ -34,8 +34,8 @@ Cost (`echo.filters.compression_costs`): hashing and pricing a message is cached
 by its text), and each chat's previous request stands for the prefix the next one shares with it, so
 a new turn costs its new messages plus the assembly; chats of `OFFLOAD_MESSAGES` messages or more are
 worked on a worker thread, so the event loop stays free and the hook's deadline holds. The outlet
-records the chat's head only when it changed (Open WebUI sends each outlet twice) and looks no summary
-up while the whole branch is below the threshold.
+makes one statement (new messages, the chat's head when it changed, the summary lookup) and looks no
+summary up while the whole branch is below the threshold.
 """
 
 from __future__ import annotations
@@ -184,6 +184,7 @@ class CompressionFilter:
         self._ports: tuple[pool.Store, conversations.Conversations, queue.JobQueue] | None = None
         self._remembered: dict[tuple[str, str, str], None] = {}
         self._heads: dict[tuple[str, str, str], str] = {}  # (schema, user, chat) -> head hash recorded
+        self._outlets: dict[tuple[str, str, str], tuple[str, str, str | None, str | None]] = {}
         self._base_models: dict[str, str] = {}
 
     # -- ports ---------------------------------------------------------------------------------
@@ -444,101 +445,127 @@ class CompressionFilter:
         unfolded = unfold_output_items(messages)
         key = self._prefix_key(ctx)
         prepared = await self._cpu(len(unfolded), lambda: self.costs.prepare(unfolded, key))
-        profile, turns = prepared.profile, prepared.turns
-        if not len(turns):
+        if not len(prepared.turns):
             return body
-        store, conversation_store, jobs = ports
+        store = ports[0]
+        # Open WebUI sends each turn's outlet twice (the second from /api/chat/completed): the same
+        # branch under the same valves was handled here already.
+        done_key = (store.schema, user_id, ctx.ids.chat_id or "")
+        done = (prepared.turns.hashes[-1], settings.model_dump_json(), model, base_model)
+        if ctx.ids.chat_id and self._outlets.get(done_key) == done:
+            return body
         try:
-            writes = (
-                self._remember(store, conversation_store, user_id, unfolded, turns),
-                self._record_head(store, conversation_store, user_id, ctx.ids.chat_id, turns),
-            )
-            if not budgets.needs_summary(sum(profile.costs), limits):
-                await asyncio.gather(*writes)
-                return body  # even the whole branch is below the threshold: no summary to look up
-            row, *_ = await asyncio.gather(conversation_store.best_summary(user_id, turns.hashes), *writes)
-            previous = selection.select_summary(turns.hashes, [row.summary]) if row is not None else None
-            result = await self._cpu(
-                len(unfolded),
-                lambda: assembly.assemble(
-                    unfolded,
-                    policy=policy,
-                    summary=previous,
-                    counter=self.costs.count,
-                    kinds=profile.kinds,
-                    costs=profile.costs,
-                    groups=prepared.groups,
-                ),
-            )
-            if not budgets.needs_summary(result.tokens_assembled, limits):
-                return body
-            plan = planning.plan_summary(
-                unfolded,
-                turns,
-                keep_first=settings.keep_first,
-                keep_last=settings.keep_last,
-                previous=previous,
-            )
-            if plan is None:
-                return body
-            job = self._job(plan, turns, settings, unfolded, model, base_model, user_id, ctx)
-            if job is None:
-                return body
-            planned = compression_jobs.planned_messages(plan, turns, unfolded)
-            job_id = await compression_jobs.enqueue_summary(store, conversation_store, jobs, job, planned)
-            log.info(
-                "summary_enqueued",
-                job_id=job_id,
-                tokens=result.tokens_assembled,
-                threshold=limits.compression_threshold_tokens,
-                turns=len(plan.invariants),
-                covered_hash=plan.covered_hash[:12],
+            await self._outlet_work(
+                ports, ctx, unfolded, prepared, settings, limits, policy, model, base_model
             )
         except store_errors.StoreError as error:
             self._store_failed(ctx, error)
+            return body
+        if ctx.ids.chat_id:
+            if len(self._outlets) >= compression_costs.CACHE_ENTRIES:
+                self._outlets.clear()
+            self._outlets[done_key] = done
         return body
 
-    async def _record_head(
+    async def _outlet_work(
+        self,
+        ports: tuple[pool.Store, conversations.Conversations, queue.JobQueue],
+        ctx: base.HookContext,
+        unfolded: Sequence[Mapping[str, Any]],
+        prepared: compression_costs.Prepared,
+        settings: valves_module.CompressionValves,
+        limits: budgets.Thresholds,
+        policy: assembly.AssemblyPolicy,
+        model: str | None,
+        base_model: str | None,
+    ) -> None:
+        """Store the branch and, past the threshold, enqueue its summary job (the outlet's work)."""
+        store, conversation_store, jobs = ports
+        user_id = ctx.ids.user_id or ""
+        profile, turns = prepared.profile, prepared.turns
+        # Even the whole branch below the threshold: no summary to look up.
+        lookup = budgets.needs_summary(sum(profile.costs), limits)
+        row = await self._outlet_statement(
+            store, conversation_store, user_id, ctx.ids.chat_id, unfolded, turns, lookup
+        )
+        if not lookup:
+            return
+        previous = selection.select_summary(turns.hashes, [row.summary]) if row is not None else None
+        result = await self._cpu(
+            len(unfolded),
+            lambda: assembly.assemble(
+                unfolded,
+                policy=policy,
+                summary=previous,
+                counter=self.costs.count,
+                kinds=profile.kinds,
+                costs=profile.costs,
+                groups=prepared.groups,
+            ),
+        )
+        if not budgets.needs_summary(result.tokens_assembled, limits):
+            return
+        plan = planning.plan_summary(
+            unfolded,
+            turns,
+            keep_first=settings.keep_first,
+            keep_last=settings.keep_last,
+            previous=previous,
+        )
+        if plan is None:
+            return
+        job = self._job(plan, turns, settings, unfolded, model, base_model, user_id, ctx)
+        if job is None:
+            return
+        planned = compression_jobs.planned_messages(plan, turns, unfolded)
+        job_id = await compression_jobs.enqueue_summary(store, conversation_store, jobs, job, planned)
+        log.info(
+            "summary_enqueued",
+            job_id=job_id,
+            tokens=result.tokens_assembled,
+            threshold=limits.compression_threshold_tokens,
+            turns=len(plan.invariants),
+            covered_hash=plan.covered_hash[:12],
+        )
+
+    async def _outlet_statement(
         self,
         store: pool.Store,
         conversation_store: conversations.Conversations,
         user_id: str,
         chat_id: str | None,
-        turns: msgs.Turns,
-    ) -> None:
-        """Record the chat's latest branch (referenced chats, manual compaction read it), unless this
-        process recorded that very head last (Open WebUI sends a turn's outlet twice)."""
-        if not chat_id:
-            return
-        key, head = (store.schema, user_id, chat_id), turns.hashes[-1]
-        if self._heads.get(key) == head:
-            return
-        invariants = [link.invariant for link in turns.links]
-        await conversation_store.record_head(user_id, chat_id, invariants, head_hash=head)
-        if len(self._heads) >= compression_costs.CACHE_ENTRIES:
-            self._heads.clear()
-        self._heads[key] = head
-
-    async def _remember(
-        self,
-        store: pool.Store,
-        conversation_store: conversations.Conversations,
-        user_id: str,
         messages: Sequence[Mapping[str, Any]],
         turns: msgs.Turns,
-    ) -> None:
-        """Store the turns this process has not stored yet for this user (one statement)."""
+        lookup: bool,
+    ) -> conversations.SummaryRow | None:
+        """One statement (`Conversations.outlet_statement`): store the turns this process has not
+        stored yet for this user, record the chat's latest branch (referenced chats and manual
+        compaction read it) unless this process recorded that very head last (Open WebUI sends a
+        turn's outlet twice), and, when ``lookup``, the summary valid for the branch."""
         new: dict[str, dict[str, Any]] = {}
         for link, position in zip(turns.links, turns.positions, strict=True):
-            key = (store.schema, user_id, link.invariant)
-            if key not in self._remembered and link.invariant not in new:
+            if (store.schema, user_id, link.invariant) not in self._remembered and link.invariant not in new:
                 new[link.invariant] = conversations.stored_message(messages[position])
-        if not new:
-            return
-        await conversation_store.remember(user_id, new)
+        head_key, head = (store.schema, user_id, chat_id or ""), turns.hashes[-1]
+        record = bool(chat_id) and self._heads.get(head_key) != head
+        if not new and not record and not lookup:
+            return None
+        row = await conversation_store.outlet_statement(
+            user_id,
+            new,
+            chat_id=chat_id if record else None,
+            invariants=[link.invariant for link in turns.links] if record else (),
+            head_hash=head,
+            lookup=turns.hashes if lookup else (),
+        )
         if len(self._remembered) + len(new) > compression_costs.CACHE_ENTRIES:
             self._remembered.clear()
         self._remembered.update(dict.fromkeys((store.schema, user_id, invariant) for invariant in new))
+        if record:
+            if len(self._heads) >= compression_costs.CACHE_ENTRIES:
+                self._heads.clear()
+            self._heads[head_key] = head
+        return row
 
     def _job(
         self,

@@ -27,6 +27,7 @@ __all__ = [
     "ChatRequest",
     "FilterRequest",
     "WireMessage",
+    "plainly_a_filter_request",
     "read_json",
     "render_hook_answer",
     "render_json",
@@ -181,8 +182,35 @@ async def read_json(request: Request, limit: int) -> Any:
         ) from error
 
 
+def plainly_a_filter_request(data: Any) -> bool:
+    """Whether JSON-decoded `data` is a `FilterRequest`, checked by type alone: what pydantic would
+    accept, seen without it (0.2 to 1 ms for a 500-message body). False when in doubt; pydantic then
+    decides, and names what is wrong."""
+    if type(data) is not dict:
+        return False
+    body, user = data.get("body"), data.get("user")
+    if type(body) is not dict or (user is not None and type(user) is not dict):
+        return False
+    for key, kind in (("metadata", dict), ("model", str), ("chat_id", str)):
+        value = body.get(key)
+        if value is not None and type(value) is not kind:
+            return False
+    messages = body.get("messages", [])
+    if type(messages) is not list:
+        return False
+    for message in messages:
+        if type(message) is not dict or type(message.get("role")) is not str:
+            return False
+        content = message.get("content")
+        if content is not None and type(content) is not str and type(content) is not list:
+            return False
+    return True
+
+
 def validate(shape: TypeAdapter[Any], data: Any) -> None:
     """Check `data` against `shape`; a 422 names each bad field. The raw data is kept as it is."""
+    if shape is FILTER_REQUEST and plainly_a_filter_request(data):
+        return
     try:
         shape.validate_python(data)
     except ValidationError as error:

@@ -311,6 +311,32 @@ class Conversations:
         else:
             await self.store.execute(_sql()["record_head"], *args)
 
+    async def outlet_statement(
+        self,
+        user_id: str,
+        messages: Mapping[str, Mapping[str, Any]],
+        *,
+        chat_id: str | None,
+        invariants: Sequence[str],
+        head_hash: str | None,
+        lookup: Sequence[str],
+    ) -> SummaryRow | None:
+        """``remember`` the ``messages``, ``record_head`` of ``chat_id`` (None: none recorded) and
+        ``best_summary`` for the branch ``lookup`` (empty: none looked up), in one statement."""
+        keys = list(messages)
+        row = await self.store.fetchrow(
+            _sql()["outlet_statement"],
+            user_id,
+            keys,
+            [str(messages[key].get("role", "")) for key in keys],
+            [dict(messages[key]) for key in keys],
+            chat_id or "",
+            list(invariants) if chat_id else [],
+            head_hash if chat_id else None,
+            _joined(lookup),
+        )
+        return None if row is None else _summary_row(row)
+
     async def latest_branch(self, user_id: str, chat_id: str) -> list[str] | None:
         """The invariant hashes of the latest branch recorded for a chat of this user, in order; None
         when ECHO has not seen the chat (or it belongs to another user)."""

@@ -116,6 +116,37 @@ SET invariants = EXCLUDED.invariants, head_hash = EXCLUDED.head_hash, turns = EX
     updated_at = now()
 WHERE chat_heads.head_hash IS DISTINCT FROM EXCLUDED.head_hash;
 
+-- name: outlet_statement
+-- The outlet's one statement: store the new messages of user $1 ($2, $3, $4 as remember_messages;
+-- empty arrays store nothing), record chat $5's head ($6, $7 as record_head; chat '' records none),
+-- and answer best_summary for the branch $8 (joined hashes; '' looks nothing up). One round trip, one
+-- commit.
+WITH remembered AS (
+    INSERT INTO messages (user_id, invariant, role, message)
+    SELECT $1, m.invariant, m.role, m.message
+    FROM unnest($2::text[], $3::text[], $4::jsonb[]) AS m (invariant, role, message)
+    ON CONFLICT (user_id, invariant) DO NOTHING
+),
+head AS (
+    INSERT INTO chat_heads (user_id, chat_id, invariants, head_hash, turns)
+    SELECT $1, $5, $6::text[], $7, cardinality($6::text[])
+    WHERE $5 <> ''
+    ON CONFLICT (user_id, chat_id) DO UPDATE
+    SET invariants = EXCLUDED.invariants, head_hash = EXCLUDED.head_hash, turns = EXCLUDED.turns,
+        updated_at = now()
+    WHERE chat_heads.head_hash IS DISTINCT FROM EXCLUDED.head_hash
+),
+branch AS MATERIALIZED (SELECT string_to_array($8::text, ',') AS hashes)
+SELECT id, covered_hash, covered_count, head_count, text, locale, model, provider, refs,
+       extract(epoch FROM created_at)::float8 AS created_at
+FROM branch, summaries
+WHERE user_id = $1
+  AND covered_hash = ANY(branch.hashes)
+  AND covered_count <= cardinality(branch.hashes)
+  AND branch.hashes[covered_count] = covered_hash
+ORDER BY covered_count DESC, created_at DESC
+LIMIT 1;
+
 -- name: latest_branch
 SELECT invariants
 FROM chat_heads
