@@ -1,12 +1,14 @@
 """ECHO behind a real Open WebUI 0.12.4, on this machine, offline (`make openwebui-live`).
 
 Starts the fake Gemini server, `echoctl serve` (embedded) with the Gemini pipe pointed at it, and
-Open WebUI (from its own venv, `.venv-openwebui`) with ECHO as its Pipelines connection; then, through
-Open WebUI's own API: signs up an admin, checks the pipe models and the admin Pipelines page,
-edits a valve, chats (plain and streamed) with a Google key and a GitHub token in the answer and
-checks they arrive masked, installs `integrations/openwebui/echo_filter_function.py` as a global
-Function and checks that every hook then runs twice (once per way of connecting). Prints a table
-of what it checked and exits non-zero on the first failure. Needs about 3 GB for the venv.
+Open WebUI (from its own venv, `.venv-openwebui`) with ECHO as its Pipelines connection; then,
+through Open WebUI's own API: signs up an admin, checks the pipe models and the admin Pipelines
+page, edits a valve, chats (plain and streamed) with a Google key and a GitHub token in the answer
+and checks they arrive masked, tells a fact in one chat and checks it is distilled into a memory and
+recalled (fenced) in a later chat and found by the tool server, installs
+`integrations/openwebui/echo_filter_function.py` as a global Function and checks that every hook
+then runs twice (once per way of connecting). Prints a table of what it checked and exits non-zero
+on the first failure. Needs about 3 GB for the venv.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fakes.gemini_server import FakeGemini  # noqa: E402
+from fakes.memory_llm import memory_answer  # noqa: E402
 
 OPENWEBUI = ROOT / ".venv-openwebui" / "bin" / "open-webui"
 ECHO_KEY = "live-check-key"
@@ -74,6 +77,7 @@ def main() -> int:
     processes: list[subprocess.Popen[bytes]] = []
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("ECHO_", "GEMINI_"))}
     with FakeGemini() as gemini:
+        gemini.responder = model_answer
         try:
             echo_env = {
                 **base_env,
@@ -122,7 +126,7 @@ def main() -> int:
                 )
             )
             wait_for(f"http://127.0.0.1:{webui_port}/health", 180, "true")
-            run_checks(check, f"http://127.0.0.1:{webui_port}", f"http://127.0.0.1:{echo_port}")
+            run_checks(check, f"http://127.0.0.1:{webui_port}", f"http://127.0.0.1:{echo_port}", gemini)
         finally:
             for process in processes:
                 process.terminate()
@@ -132,12 +136,22 @@ def main() -> int:
     return 0
 
 
-def run_checks(check: Checks, webui: str, echo: str) -> None:
+def model_answer(body: dict[str, Any]) -> str:
+    """The fake model: background work (a JSON answer asked for) gets a distillation or a merge,
+    chats get their last user text echoed (so the masking checks see the secrets come back)."""
+    if body.get("generationConfig", {}).get("responseMimeType") == "application/json":
+        return memory_answer(body)
+    users = [c for c in body.get("contents", []) if c.get("role", "user") == "user"]
+    parts = users[-1].get("parts", []) if users else []
+    return "echo: " + "".join(p.get("text", "") for p in parts if isinstance(p, dict))
+
+
+def run_checks(check: Checks, webui: str, echo: str, gemini: FakeGemini) -> None:
     signup = httpx.post(
         f"{webui}/api/v1/auths/signup",
         json={"name": "Admin", "email": "admin@example.com", "password": "live-check-123"},
     )
-    token = signup.json()["token"]
+    token, user_id = signup.json()["token"], signup.json()["id"]
     http = httpx.Client(base_url=webui, headers={"Authorization": f"Bearer {token}"}, timeout=60)
     echo_http = httpx.Client(base_url=echo, headers={"Authorization": f"Bearer {ECHO_KEY}"}, timeout=10)
 
@@ -195,6 +209,8 @@ def run_checks(check: Checks, webui: str, echo: str) -> None:
         counts,
     )
 
+    memory_checks(check, http, echo_http, user_id, gemini)
+
     function = (ROOT / "integrations/openwebui/echo_filter_function.py").read_text()
     created = http.post(
         "/api/v1/functions/create",
@@ -226,6 +242,64 @@ def run_checks(check: Checks, webui: str, echo: str) -> None:
         "with the Function enabled too, each filter runs twice (connection + Function)",
         twice,
         json.dumps({str(k): v for k, v in after.items()}),
+    )
+
+
+def memory_checks(
+    check: Checks, http: httpx.Client, echo_http: httpx.Client, user_id: str, gemini: FakeGemini
+) -> None:
+    """A fact told in one chat is distilled in the background and recalled in a later chat."""
+    http.post(
+        "/api/v1/pipelines/echo_memory/valves/update",
+        params={"urlIdx": 0},
+        json={"WINDOW_SIZE": 2, "WINDOW_OVERLAP": 0},
+    )
+    fact = "My daughter Léonie starts cello lessons at the Lyon conservatory next Monday."
+    told = {
+        "model": "echo.gemini-2.5-flash",
+        "stream": False,
+        "messages": [
+            {"role": "user", "content": fact},
+            {"role": "assistant", "content": "Wonderful: the Lyon conservatory has a fine cello class."},
+            {"role": "user", "content": "She is seven and already reads music; her teacher is Mrs Aubert."},
+        ],
+    }
+    http.post("/api/chat/completions", json=told).raise_for_status()
+    deadline, listed = time.monotonic() + 60, {"total": 0}
+    while time.monotonic() < deadline and not listed["total"]:
+        time.sleep(1)
+        listed = echo_http.get("/memories", params={"user_id": user_id}).json()
+    check(
+        "a fact told through Open WebUI becomes a memory of that user",
+        listed["total"] >= 1 and "Léonie" in json.dumps(listed, ensure_ascii=False),
+        listed,
+    )
+    asked = {
+        "model": "echo.gemini-2.5-flash",
+        "stream": False,
+        "messages": [{"role": "user", "content": "When do Léonie's cello lessons start?"}],
+    }
+    http.post("/api/chat/completions", json=asked).raise_for_status()
+    sent = json.dumps(gemini.last_request.body, ensure_ascii=False)
+    check(
+        "a later chat's question reaches the model with the memory, fenced as history",
+        "<echo_memories" in sent and "conservatory" in sent,
+        sent[:800],
+    )
+    tools = httpx.get(f"{echo_http.base_url}/tools/openapi.json").json()
+    found = echo_http.post(
+        "/tools/search_memories", json={"query": "cello lessons"}, headers={"x-openwebui-user-id": user_id}
+    ).json()
+    check(
+        "the tool server (OpenAPI public) finds the memory for that user only",
+        "/tools/search_memories" in tools["paths"]
+        and found["memories"]
+        and not echo_http.post(
+            "/tools/search_memories",
+            json={"query": "cello lessons"},
+            headers={"x-openwebui-user-id": "nobody"},
+        ).json()["memories"],
+        found,
     )
 
 
