@@ -73,6 +73,20 @@ def test_cached_facts_and_precomputed_assembly_agree_with_the_pure_functions(
         request, policy=policy, summary=summary, counter=costs.count, kinds=profile.kinds, costs=profile.costs
     )
     assert fast == plain
+    prepared = costs.prepare(request, "chat")
+    assert (
+        assembly.assemble(
+            request,
+            policy=policy,
+            summary=summary,
+            counter=costs.count,
+            kinds=prepared.profile.kinds,
+            costs=prepared.profile.costs,
+            groups=prepared.groups,
+            positions=prepared.turns.positions,
+        )
+        == plain
+    )
 
 
 def _pure(request: list[dict[str, Any]]) -> compression_costs.Prepared:

@@ -128,9 +128,10 @@ class _Shape:
         messages: Sequence[Mapping[str, Any]],
         kinds: Sequence[msgs.Kind] | None = None,
         groups: Sequence[grp.Group] | None = None,
+        positions: Sequence[int] | None = None,
     ) -> _Shape:
         kinds = msgs.kinds_of(messages) if kinds is None else tuple(kinds)
-        positions = msgs.turn_positions(kinds)
+        positions = msgs.turn_positions(kinds) if positions is None else tuple(positions)
         groups = grp.turn_groups(messages, positions) if groups is None else tuple(groups)
         last_user = msgs.last_user_turn(messages, positions)
         current = len(positions) if last_user is None else last_user
@@ -199,9 +200,11 @@ def _slots(
         add(position)
     if standin is not None:
         slots.append(_Slot(standin, msgs.message_tokens(standin, counter), msgs.Kind.TURN, _SUMMARY_UNIT))
-        for position in range(head_at, tail_at):
-            if shape.kinds[position] in (msgs.Kind.SYSTEM, msgs.Kind.PROTECTED):
-                add(position)
+        covered = _bisect_left(positions, tail_at) - _bisect_left(positions, head_at)
+        if covered < tail_at - head_at:  # not only turns stand between: keep what is not one
+            for position in range(head_at, tail_at):
+                if shape.kinds[position] in (msgs.Kind.SYSTEM, msgs.Kind.PROTECTED):
+                    add(position)
     for position in range(tail_at, len(messages)):
         add(position)
     return slots
@@ -217,18 +220,19 @@ def assemble(
     kinds: Sequence[msgs.Kind] | None = None,
     costs: Sequence[int] | None = None,
     groups: Sequence[grp.Group] | None = None,
+    positions: Sequence[int] | None = None,
 ) -> Assembly:
     """The request to send for ``messages`` with ``summary`` (already selected for this branch).
 
-    ``kinds``, ``costs`` and ``groups``, when given, are ``messages.kinds_of(messages)``, every
-    message's ``messages.message_tokens`` priced by ``counter`` and ``groups.turn_groups`` of the
-    turns, computed (and cached) by the caller.
+    ``kinds``, ``costs``, ``groups`` and ``positions``, when given, are ``messages.kinds_of(messages)``,
+    every message's ``messages.message_tokens`` priced by ``counter``, ``groups.turn_groups`` of the
+    turns and ``messages.turn_positions``, computed (and cached) by the caller.
     """
     if kinds is not None and len(kinds) != len(messages):
         raise ValueError(f"kinds has {len(kinds)} entries for {len(messages)} messages")
     if costs is not None and len(costs) != len(messages):
         raise ValueError(f"costs has {len(costs)} entries for {len(messages)} messages")
-    shape = _Shape.of(messages, kinds, groups)
+    shape = _Shape.of(messages, kinds, groups, positions)
     head, tail = _layout(policy, summary, shape)
     used = summary if tail > head else None
     trims: dict[int, dict[str, Any]] = {}

@@ -236,7 +236,9 @@ class CompressionFilter:
     @staticmethod
     def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         messages = body.get("messages")
-        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        if not isinstance(messages, list) or not messages:
+            return None
+        if set(map(type, messages)) != {dict} and not all(isinstance(m, dict) for m in messages):
             return None
         return messages
 
@@ -325,6 +327,7 @@ class CompressionFilter:
                 kinds=known.kinds,
                 costs=known.costs,
                 groups=groups,
+                positions=turns.positions if groups is not None else None,
             )
 
         result = await self._cpu(len(messages), assemble)
@@ -501,6 +504,7 @@ class CompressionFilter:
                 kinds=profile.kinds,
                 costs=profile.costs,
                 groups=prepared.groups,
+                positions=turns.positions,
             ),
         )
         if not budgets.needs_summary(result.tokens_assembled, limits):

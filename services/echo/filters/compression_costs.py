@@ -132,6 +132,8 @@ class Costs:
     def _extend(self, messages: Sequence[Mapping[str, Any]], before: Prepared, start: int) -> Prepared:
         """``before``, the results for ``messages[:start]`` (its groups possibly short of its last
         turns), extended to every message."""
+        if start == len(messages) and (before.groups[-1].stop if before.groups else 0) == len(before.turns):
+            return before  # the same request again
         tail = self.profile(messages[start:])
         kinds = before.profile.kinds + tail.kinds
         added = tuple(start + index for index, kind in enumerate(tail.kinds) if kind is msgs.Kind.TURN)

@@ -348,11 +348,12 @@ class Conversations:
 
 def _joined(hashes: Sequence[str]) -> str:
     """A branch's turn hashes as the summary lookups take them: one text, 64 hex digits each,
-    comma-separated. Anything but such a digest would shift every later position, so it is refused."""
-    for key in hashes:
-        if len(key) != 64 or "," in key:
-            raise ValueError(f"a turn hash is 64 hex digits, got {key!r}")
-    return ",".join(hashes)
+    comma-separated. Anything but such digests would shift every later position, so the total
+    length is checked."""
+    joined = ",".join(hashes)
+    if hashes and len(joined) != 65 * len(hashes) - 1:
+        raise ValueError("turn hashes are 64 hex digits each")
+    return joined
 
 
 def _count(status: str) -> int:
