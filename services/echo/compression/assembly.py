@@ -23,6 +23,7 @@ included). When those alone exceed the budget the result is just them, and ``ove
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -140,19 +141,12 @@ class _Shape:
 
 def _bisect_left(ordered: Sequence[int], value: int) -> int:
     """How many items of ascending ``ordered`` are below ``value``."""
-    low, high = 0, len(ordered)
-    while low < high:
-        middle = (low + high) // 2
-        if ordered[middle] < value:
-            low = middle + 1
-        else:
-            high = middle
-    return low
+    return bisect.bisect_left(ordered, value)
 
 
 def _bisect_right(ordered: Sequence[int], value: int) -> int:
     """How many items of ascending ``ordered`` are at most ``value``."""
-    return _bisect_left(ordered, value + 1)
+    return bisect.bisect_right(ordered, value)
 
 
 def _layout(policy: AssemblyPolicy, summary: sel.StoredSummary | None, shape: _Shape) -> tuple[int, int]:

@@ -184,6 +184,7 @@ class CompressionFilter:
         self._ports: tuple[pool.Store, conversations.Conversations, queue.JobQueue] | None = None
         self._remembered: dict[tuple[str, str, str], None] = {}
         self._heads: dict[tuple[str, str, str], str] = {}  # (schema, user, chat) -> head hash recorded
+        self._locales: dict[tuple[str, ...], str] = {}
         self._outlets: dict[tuple[str, str, str], tuple[str, str, str | None, str | None]] = {}
         self._base_models: dict[str, str] = {}
 
@@ -196,6 +197,16 @@ class CompressionFilter:
         if self._ports is None or self._ports[0] is not store:
             self._ports = (store, conversations.Conversations(store), queue.JobQueue(store))
         return self._ports
+
+    def _locale(self, messages: Sequence[Mapping[str, Any]]) -> str:
+        """`locales.detect_locale` of the latest user texts, cached by those texts."""
+        texts = tuple(compression_jobs.latest_user_texts(messages))
+        found = self._locales.get(texts)
+        if found is None:
+            if len(self._locales) >= 10_000:
+                self._locales.clear()
+            found = self._locales[texts] = locales.detect_locale(list(texts))
+        return found
 
     def _prefix_key(self, ctx: base.HookContext) -> tuple[str, str, str, str] | None:
         """Under which key `Costs.prepare` keeps this request for the chat's next one (None: no chat)."""
@@ -313,7 +324,7 @@ class CompressionFilter:
             )
 
         def assemble() -> assembly.Assembly:
-            found = locale or locales.detect_locale(compression_jobs.latest_user_texts(messages))
+            found = locale or self._locale(messages)
             if sent is messages:
                 known, groups = profile, prepared.groups
             else:
@@ -378,7 +389,7 @@ class CompressionFilter:
             settings=settings,
             model=model,
             base_model=base_model,
-            locale=locale or locales.detect_locale(compression_jobs.latest_user_texts(messages)),
+            locale=locale or self._locale(messages),
             deadline=ctx.deadline,
             chat_id=ctx.ids.chat_id,
         )
