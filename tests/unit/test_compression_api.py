@@ -9,6 +9,7 @@ import echo.compression as compression
 
 ALLOWED_IMPORTS = {
     "__future__",
+    "bisect",
     "collections.abc",
     "dataclasses",
     "enum",
