@@ -121,7 +121,8 @@ class MemoryFilter:
             return body
         settings = self._valves(ctx)
         unfolded = compression_filter.unfold_output_items(messages)
-        turns = self.costs.turns(unfolded, self.costs.profile(unfolded).kinds)
+        key = ("echo_memory", user_id, ctx.ids.chat_id) if ctx.ids.chat_id else None
+        turns = self.costs.prepare(unfolded, key).turns  # a chat's next turn reuses this one's chain
         due = [
             window
             for window in windows.due_windows(
