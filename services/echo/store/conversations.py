@@ -263,14 +263,13 @@ class Conversations:
     @contextlib.asynccontextmanager
     async def summary_lock(self, user_id: str, scope: str) -> AsyncIterator[None]:
         """Hold the summary lock of one chat branch of a user (``scope``, e.g. ``chat:<id>``) while the
-        block runs; a second holder waits for the first (the pool's statement timeout bounds the wait).
+        block runs; a second holder waits for the first.
 
-        A session advisory lock on a pooled connection, held for the whole block: the pool releases
-        every advisory lock of the connection when it gets it back (``keep_session_state``), so a
-        cancelled block leaves no lock."""
+        A session advisory lock on a connection of its own (no statement timeout: the wait is bounded
+        by the job's own timeout, which cancels the block), closed when the block ends, so a cancelled
+        block leaves no lock and a long wait holds no pooled connection."""
         sql = _sql()
-        async with self.store.connection() as connection:
-            connection.keep_session_state()
+        async with self.store.dedicated() as connection:
             await connection.fetchval(sql["lock_summaries"], self.store.schema, user_id, scope)
             try:
                 yield
