@@ -429,3 +429,17 @@ async def test_summary_fail_mode_decides_what_a_failing_model_leaves(
     assert sample("echo_compression_summaries_total", outcome="failed") == failed + 1
     assert sample("echo_compression_summary_failures_total", reason="empty") >= 1
     assert sample("echo_compression_summary_failures_total", reason="llm") >= 1
+
+
+async def test_a_replayed_outlet_is_handled_again_once_the_valves_changed(
+    http: httpx.AsyncClient, store: Store
+) -> None:
+    body = outlet_body(conversation(12))
+    await hook(http, "outlet", body)
+    await hook(http, "outlet", body)  # the replay: nothing new
+    assert len(await jobs_of(store)) == 1
+    updated = await http.post("/echo_compression/valves/update", json={**VALVES, "keep_last": 8})
+    assert updated.status_code == 200, updated.text
+    await hook(http, "outlet", body)  # the same branch under other valves: another branch point
+    planned = [len(job["payload"]["invariants"]) for job in await jobs_of(store)]
+    assert planned == [24 - 1 - 4, 24 - 1 - 8]
