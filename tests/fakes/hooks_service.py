@@ -109,3 +109,14 @@ async def run_jobs(store: Store, registry: Registry, within: float = 20.0) -> No
             close = getattr(spec.handler, "aclose", None)
             if close is not None:
                 await close()
+
+
+def outlet_body(messages: list[dict[str, Any]], chat_id: str = "c1") -> dict[str, Any]:
+    """An outlet body as Open WebUI sends it: flat, the chat id, the assistant message's id."""
+    return {
+        "model": "gpt-x",
+        "messages": messages,
+        "chat_id": chat_id,
+        "session_id": "s1",
+        "id": messages[-1]["id"],
+    }

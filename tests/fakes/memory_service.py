@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from fakes.hooks_service import outlet_body
 from fakes.live_server import LiveServer
 from fakes.shared_data import API_KEY
 
@@ -63,16 +64,6 @@ async def until(check: Callable[[], Awaitable[bool]], within: float = 30.0, what
     while not await check():
         assert time.monotonic() < deadline, f"{what} not reached in {within} s"
         await asyncio.sleep(0.05)
-
-
-def outlet_body(messages: list[dict[str, Any]], chat_id: str = "c1") -> dict[str, Any]:
-    return {
-        "model": "gpt-x",
-        "messages": messages,
-        "chat_id": chat_id,
-        "session_id": "s1",
-        "id": messages[-1]["id"],
-    }
 
 
 @asynccontextmanager

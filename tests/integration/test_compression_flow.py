@@ -19,6 +19,7 @@ import httpx
 import pytest
 from fakes import hooks_service
 from fakes.gemini_server import FakeGemini
+from fakes.hooks_service import outlet_body
 from fakes.shared_data import API_KEY
 from prometheus_client import REGISTRY
 
@@ -79,16 +80,6 @@ def conversation(
     for i in range(turns):
         items.extend(hooks_service.exchange(i, TOPICS[i % len(TOPICS)]))
     return items
-
-
-def outlet_body(messages: list[dict[str, Any]], chat_id: str = "c1") -> dict[str, Any]:
-    return {
-        "model": "gpt-x",
-        "messages": messages,
-        "chat_id": chat_id,
-        "session_id": "s1",
-        "id": messages[-1]["id"],
-    }
 
 
 def inlet_body(

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 from fakes import hooks_service
+from fakes.hooks_service import outlet_body
 from fakes.live_server import LiveServer
 from fakes.shared_data import API_KEY, FIXTURES
 from prometheus_client import REGISTRY
@@ -78,16 +79,6 @@ def conversation(turns: int, topic: str = "the trip") -> list[dict[str, Any]]:
     for i in range(turns):
         items.extend(hooks_service.exchange(i, topic))
     return items
-
-
-def outlet_body(messages: list[dict[str, Any]], chat_id: str) -> dict[str, Any]:
-    return {
-        "model": "gpt-x",
-        "messages": messages,
-        "chat_id": chat_id,
-        "session_id": "s1",
-        "id": messages[-1]["id"],
-    }
 
 
 def inlet_body(*chat_ids: str, user_id: str = "u1", question: str = "What did we decide?") -> dict[str, Any]:
