@@ -229,3 +229,47 @@ async def test_a_cancelled_holder_leaves_the_chat_lock_free(store: Store) -> Non
     await asyncio.gather(task, return_exceptions=True)
     async with asyncio.timeout(10), store_of.summary_lock(USER, "chat:c1"):
         assert await waiting_for_the_chat_lock(store) == 0
+
+
+async def test_the_lookup_finds_the_summary_covering_most_near_the_end_or_far_from_it(store: Store) -> None:
+    # The newest 128 positions are probed first, the rest at once: both paths, on all three lookups.
+    store_of = conversations.Conversations(store)
+    turns = msgs.conversation_turns(chat(150))  # 300 turns
+    hashes = turns.hashes
+
+    def new(count: int, key: str | None = None) -> conversations.NewSummary:
+        return conversations.NewSummary(
+            user_id=USER,
+            covered_hash=key or hashes[count - 1],
+            covered_count=count,
+            head_count=1,
+            text=f"covers {count}",
+            locale="en-US",
+            model="m",
+            provider="fake",
+            refs=[],
+        )
+
+    async def best() -> set[int | None]:
+        found = [
+            await store_of.best_summary(USER, hashes),
+            (await store_of.inlet_lookup(USER, hashes, CHAT)).summary,
+            await store_of.outlet_statement(
+                USER, {}, chat_id=None, invariants=(), head_hash=None, lookup=hashes
+            ),
+        ]
+        return {row.summary.covered_count if row is not None else None for row in found}
+
+    assert await best() == {None}
+    for count in (10, 100):
+        assert await store_of.save_summary(new(count))
+    assert await best() == {100}  # 200 positions from the end: found by the probe of all positions
+    other = msgs.conversation_turns([*chat(150)[:-1], {"role": "assistant", "content": "another"}])
+    assert await store_of.save_summary(new(300, other.hashes[-1]))  # a sibling branch's: not valid here
+    assert await best() == {100}
+    assert await store_of.save_summary(new(250))
+    assert await best() == {250}  # among the last 128 positions
+    shorter = await store_of.best_summary(USER, hashes[:99])  # an earlier point of the branch
+    assert shorter is not None
+    assert shorter.summary.covered_count == 10
+    assert await store_of.best_summary("u2", hashes) is None
