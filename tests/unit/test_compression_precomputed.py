@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from echo import tokens
 from echo.compression import assembly, fence, groups, selection
 from echo.compression import messages as msgs
+from echo.compression import trimming as trimming_module
 from echo.filters import compression, compression_costs
 
 TEXTS = st.one_of(
@@ -128,3 +129,31 @@ def test_a_tool_result_after_the_prefix_joins_its_call_group() -> None:
     assert costs.prepare(asked, "chat").groups == (groups.Group(0, 1), groups.Group(1, 2))
     assert costs.prepare(answered, "chat").groups == (groups.Group(0, 1), groups.Group(1, 3))
     assert costs.prepare(asked, "chat").groups == (groups.Group(0, 1), groups.Group(1, 2))
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(requests(), st.integers(min_value=0, max_value=3000), st.booleans())
+def test_a_request_left_untouched_is_what_the_general_assembly_makes_of_it(
+    request: list[dict[str, Any]], budget: int, trimming: bool
+) -> None:
+    policy = assembly.AssemblyPolicy(
+        keep_first=1, keep_last=2, max_context_tokens=budget, enable_tool_output_trimming=trimming
+    )
+    result = assembly.assemble(request, policy=policy)
+    shape = assembly._Shape.of(request)
+    costs = [msgs.message_tokens(m) for m in request]
+    head, tail = assembly._layout(policy, None, shape)
+    trims: dict[int, dict[str, Any]] = {}
+    if trimming:
+        trims = trimming_module.tool_output_trims(
+            request,
+            shape.positions,
+            shape.groups,
+            threshold_chars=policy.tool_trim_threshold_chars,
+            before_turn=shape.current,
+            locale="en-US",
+        )
+    general = assembly._assembled(
+        request, shape, (head, tail), None, None, trims, costs, policy, "en-US", tokens.estimate_tokens
+    )
+    assert result == general

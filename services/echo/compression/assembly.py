@@ -247,7 +247,51 @@ def assemble(
         standin = fence.summary_message(used.text, locale=locale, covered_count=used.covered_count)
     if costs is None:
         costs = [msgs.message_tokens(message, counter) for message in messages]
-    slots = _slots(messages, shape, (head, tail), standin, trims, costs, counter)
+    if used is None and not trims and msgs.Kind.INJECTED not in shape.kinds:
+        untouched = _untouched(messages, costs, policy)
+        if untouched is not None:
+            return untouched
+    return _assembled(messages, shape, (head, tail), used, standin, trims, costs, policy, locale, counter)
+
+
+def _untouched(
+    messages: Sequence[Mapping[str, Any]], costs: Sequence[int], policy: AssemblyPolicy
+) -> Assembly | None:
+    """The request as it came, when nothing stands for a part of it and it fits (most chats below
+    the threshold): what ``_assembled`` makes of it, without building it message by message."""
+    total = sum(costs)
+    if policy.max_context_tokens is not None and total > policy.max_context_tokens:
+        return None
+    return Assembly(
+        messages=tuple(messages),
+        summary=None,
+        covered_turns=0,
+        tokens_before=total,
+        tokens_assembled=total,
+        tokens_after=total,
+        trimmed_tool_outputs=0,
+        folded=0,
+        dropped_groups=0,
+        dropped_summary=False,
+        over_budget=False,
+    )
+
+
+def _assembled(
+    messages: Sequence[Mapping[str, Any]],
+    shape: _Shape,
+    span: tuple[int, int],
+    used: sel.StoredSummary | None,
+    standin: Mapping[str, Any] | None,
+    trims: Mapping[int, Mapping[str, Any]],
+    costs: Sequence[int],
+    policy: AssemblyPolicy,
+    locale: str,
+    counter: msgs.TokenCounter,
+) -> Assembly:
+    """The general case: the request built slot by slot, then fitted to the budget."""
+    head, tail = span
+    slots = _slots(messages, shape, span, standin, trims, costs, counter)
     assembled = sum(slot.cost for slot in slots)
     starts = [group.start for group in shape.groups]  # ascending: groups come in turn order
     tail_units = list(range(_bisect_left(starts, tail), max(0, _bisect_left(starts, shape.current))))
