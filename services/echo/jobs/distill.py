@@ -27,7 +27,6 @@ its row gone and stops (checked under the lock `DELETE /users/{id}` takes too).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ import structlog
 from echo import chain, metrics
 from echo.embeddings import base as embeddings_base
 from echo.errors import EchoError
-from echo.jobs import domain, errors
+from echo.jobs import domain, errors, handling
 from echo.llm import errors as llm_errors
 from echo.llm import interface as llm
 from echo.memory import cleaning, collisions, distillation, merging, records, worth
@@ -49,6 +48,7 @@ from echo.vectors import base as vectors_base
 __all__ = ["PAYLOAD_VERSION", "DistillHandler", "DistillJob", "MemoryBackends", "point_payload"]
 
 log = structlog.get_logger("echo.jobs.distill")
+_Failure = handling.Failure  # a step failed (reason, retryable): see echo.jobs.handling
 
 PAYLOAD_VERSION = 1
 _MAX_MERGE_ROUNDS = 5
@@ -151,13 +151,6 @@ def point_payload(memory: records.Memory) -> dict[str, Any]:
     }
 
 
-class _Failure(Exception):
-    def __init__(self, reason: str, message: str, *, retryable: bool) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.retryable = retryable
-
-
 class DistillHandler:
     """Runs `distill` jobs with the conversation and memory stores, an LLM, the embedder and vectors."""
 
@@ -171,20 +164,10 @@ class DistillHandler:
         self.conversations = conversations.Conversations(store)
         self.memories = memories.Memories(store)
         self.backends = backends
-        self._llm_factory = llm_factory
-        self._llm: llm.LLM | None = None
-        self._lock = asyncio.Lock()
-
-    async def _model(self) -> llm.LLM:
-        async with self._lock:
-            if self._llm is None:
-                self._llm = self._llm_factory()
-            return self._llm
+        self._llm = handling.LazyLLM(llm_factory)
 
     async def aclose(self) -> None:
-        if self._llm is not None:
-            await self._llm.aclose()
-            self._llm = None
+        await self._llm.aclose()
         close = getattr(self.backends, "aclose", None)
         if close is not None:
             await close()
@@ -242,7 +225,7 @@ class DistillHandler:
         if not worth.is_worth_distilling(cleaned):
             return await self._discard(job, spec, "small_talk")
         conversation = cleaning.render(cleaned)
-        model = await self._model()
+        model = await self._llm.get()
         distilled, result = await self._distillation(model, spec, conversation)
         if distilled is None:
             return await self._discard(job, spec, "model")

@@ -33,7 +33,6 @@ the chat's next inlet tells the user, once; a later summary of the chat that suc
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ import structlog
 from echo import chain, metrics, tokens
 from echo.compression import budgets, fence, fitting, planning, prompts
 from echo.compression import messages as msgs
-from echo.jobs import domain, errors
+from echo.jobs import domain, errors, handling
 from echo.llm import errors as llm_errors
 from echo.llm import interface as llm
 from echo.store import conversations
@@ -53,6 +52,7 @@ from echo.store import errors as store_errors
 __all__ = ["PAYLOAD_VERSION", "SummaryHandler", "SummaryJob"]
 
 log = structlog.get_logger("echo.jobs.summary")
+_Failure = handling.Failure  # a step failed (reason, retryable): see echo.jobs.handling
 
 PAYLOAD_VERSION = 1
 FailMode = Literal["silent", "raise"]
@@ -230,13 +230,6 @@ def split_prompt(prompt: str) -> tuple[str, str]:
     return prompt[:at].rstrip(), prompt[at + 1 :]
 
 
-class _Failure(Exception):
-    def __init__(self, reason: str, message: str, *, retryable: bool) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.retryable = retryable
-
-
 class SummaryHandler:
     """Runs `summary` jobs with the conversation store and an LLM (built on first use by ``llm_factory``)."""
 
@@ -251,22 +244,12 @@ class SummaryHandler:
     ) -> None:
         self.store = store
         self.default_model = default_model
-        self._llm_factory = llm_factory
-        self._llm: llm.LLM | None = None
-        self._lock = asyncio.Lock()
+        self._llm = handling.LazyLLM(llm_factory)
         self.max_attempts = max_attempts
         self._counter = counter
 
-    async def _model(self) -> llm.LLM:
-        async with self._lock:
-            if self._llm is None:
-                self._llm = self._llm_factory()
-            return self._llm
-
     async def aclose(self) -> None:
-        if self._llm is not None:
-            await self._llm.aclose()
-            self._llm = None
+        await self._llm.aclose()
 
     async def __call__(self, job: domain.Job, /) -> None:
         spec = SummaryJob.from_payload(job.payload)
@@ -388,7 +371,7 @@ class SummaryHandler:
             max_output_tokens=fitted.max_output_tokens,
             purpose="summary",
         )
-        model = await self._model()
+        model = await self._llm.get()
         try:
             result = await model.generate(request)
         except llm_errors.EmptyAnswer as error:
