@@ -5,7 +5,8 @@ Open WebUI (from its own venv, `.venv-openwebui`) with ECHO as its Pipelines con
 through Open WebUI's own API: signs up an admin, checks the pipe models and the admin Pipelines
 page, edits a valve, chats (plain and streamed) with a Google key and a GitHub token in the answer
 and checks they arrive masked, tells a fact in one chat and checks it is distilled into a memory and
-recalled (fenced) in a later chat and found by the tool server, installs
+recalled (fenced) in a later chat and found by the tool server, checks a long chat reaches the model
+compressed, installs
 `integrations/openwebui/echo_filter_function.py` as a global Function and checks that every hook
 then runs twice (once per way of connecting). Prints a table of what it checked and exits non-zero
 on the first failure. Needs about 3 GB for the venv.
@@ -210,6 +211,7 @@ def run_checks(check: Checks, webui: str, echo: str, gemini: FakeGemini) -> None
     )
 
     memory_checks(check, http, echo_http, user_id, gemini)
+    compression_checks(check, http, gemini)
 
     function = (ROOT / "integrations/openwebui/echo_filter_function.py").read_text()
     created = http.post(
@@ -300,6 +302,57 @@ def memory_checks(
             headers={"x-openwebui-user-id": "nobody"},
         ).json()["memories"],
         found,
+    )
+
+
+def compression_checks(check: Checks, http: httpx.Client, gemini: FakeGemini) -> None:
+    """A long chat is summarised in the background and the next turn reaches the model compressed."""
+    http.post(
+        "/api/v1/pipelines/echo_compression/valves/update",
+        params={"urlIdx": 0},
+        json={
+            "compression_threshold_tokens": 400,
+            "max_context_tokens": 4000,
+            "keep_first": 1,
+            "keep_last": 2,
+            "max_summary_tokens": 200,
+            "summary_model_max_context": 3000,
+            "model_thresholds": "{}",  # as Open WebUI's editor sends it: no per-model entry overrides these
+        },
+    ).raise_for_status()
+    history: list[dict[str, str]] = []
+    for i in range(10):
+        history.append(
+            {
+                "role": "user",
+                "content": f"Step {i} of the garden plan: where do the {i * 3} tomato plants go?",
+            }
+        )
+        history.append(
+            {
+                "role": "assistant",
+                "content": f"For step {i}, put the {i * 3} tomato plants along the south fence, "
+                f"{i + 40} cm apart, and water them every {i + 2} days with the rain barrel.",
+            }
+        )
+    long_chat = {"model": "echo.gemini-2.5-flash", "stream": False}
+    http.post(
+        "/api/chat/completions",
+        json={**long_chat, "messages": [*history, {"role": "user", "content": "ok?"}]},
+    )
+    deadline, sent, turns = time.monotonic() + 60, "", 0
+    while time.monotonic() < deadline and "<echo_summary" not in sent:
+        time.sleep(1)
+        question = {"role": "user", "content": "And the basil?"}
+        http.post(
+            "/api/chat/completions", json={**long_chat, "messages": [*history, question]}
+        ).raise_for_status()
+        sent = json.dumps(gemini.last_request.body, ensure_ascii=False)
+        turns = len(gemini.last_request.body.get("contents", []))
+    check(
+        f"a long chat reaches the model compressed: the summary fenced, {turns} of {len(history) + 1} turns",
+        "<echo_summary" in sent and 0 < turns < len(history) + 1 and "And the basil?" in sent,
+        sent[:800],
     )
 
 
