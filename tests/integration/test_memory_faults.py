@@ -5,17 +5,21 @@ payload, and a job whose user was forgotten meanwhile (it writes nothing)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
-from echo import chain
+from echo import bodies, chain
+from echo.config.settings import Settings
 from echo.embeddings import base as embeddings_base
 from echo.embeddings.fake import FakeEmbedder
+from echo.filters import base
 from echo.filters import memory as memory_filter
-from echo.jobs import distill, errors, forgetting, kinds, queue
+from echo.jobs import distill, errors, forgetting, kinds, memory_backends, queue
 from echo.llm.offline import OfflineLLM
-from echo.store import conversations, memories, pool
+from echo.store import conversations, memories, pool, testing
 from echo.vectors import base as vectors_base
 from echo.vectors import qdrant
 from echo.vectors.memory import InMemoryVectorStore
@@ -193,3 +197,57 @@ async def test_the_vector_payload_carries_the_seed_fields_and_the_provenance(sto
     assert point.chat_id == "c1"
     assert {"timestamp", "memory_importance", "memory_id", "tags", "provenance"} <= set(point.payload)
     assert point.payload["provenance"] == [job.payload["window"]]
+
+
+async def test_a_worker_that_died_between_the_two_writes_is_caught_up_by_the_retry(store: pool.Store) -> None:
+    vectors = InMemoryVectorStore(dimension=16)
+    embedder = FakeEmbedder(dimension=16)
+    job = await enqueue(store, FACT)
+    await handler(store, embedder, vectors)(job)
+    await store.execute(
+        "UPDATE memories SET indexed_version = 0, summary = 'Tom plays violin.'"
+    )  # not indexed
+    await vectors.delete_where(vectors_base.Kind.MEMORY, user_id="u1")
+    await handler(store, embedder, vectors)(job)  # the same job again (its lease expired)
+    [point], _ = await vectors.scroll(vectors_base.Kind.MEMORY, user_id="u1")
+    assert point.payload["summary"] == "Tom plays violin."
+    assert await store.fetchval("SELECT indexed_version FROM memories") == 1
+
+
+async def test_settings_backends_open_the_packaged_embedder_and_local_vectors(tmp_path: Path) -> None:
+    backends = memory_backends.SettingsBackends(
+        Settings(data_dir=tmp_path, qdrant_path=tmp_path / "q", tenant="t1")
+    )
+    embedder = backends.embedder()
+    assert embedder is not None
+    vectors = await backends.vectors()
+    assert vectors is not None
+    assert vectors.dimension == embedder.dimension == 384
+    assert await backends.vectors() is vectors  # opened once
+    await backends.aclose()
+
+
+async def test_the_memory_filter_fails_open_when_its_store_or_embedder_fails(dsn: str) -> None:
+    async with testing.temporary_store(dsn) as broken:
+        pass  # closed: every statement fails
+
+    class Runtime:
+        store = broken
+        embedder = FakeEmbedder(dimension=16)
+        vectors = InMemoryVectorStore(dimension=16)
+
+    flt = memory_filter.MemoryFilter(lambda: Runtime())
+    messages = [
+        {"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant", "content": f"fact {i}"}
+        for i in range(6)
+    ]
+    body = {"chat_id": "c1", "id": "m5", "messages": messages}
+    ctx = base.HookContext("echo_memory", "outlet", {"id": "u1"}, bodies.turn_ids(body, {"id": "u1"}), None)
+    assert await flt.outlet(body, ctx) == body
+    assert [e.level for e in ctx.events] == ["warning"]
+    Runtime.embedder.failure = embeddings_base.EmbeddingError("model gone")
+    errors_before = REGISTRY.get_sample_value("echo_memory_recalls_total", {"outcome": "error"}) or 0.0
+    inlet = {"messages": [{"role": "user", "content": "what about Tom?"}], "metadata": {"user_id": "u1"}}
+    inlet_ctx = base.HookContext("echo_memory", "inlet", {"id": "u1"}, bodies.turn_ids(inlet), None)
+    assert await flt.inlet(inlet, inlet_ctx) == inlet
+    assert REGISTRY.get_sample_value("echo_memory_recalls_total", {"outcome": "error"}) == errors_before + 1

@@ -121,3 +121,43 @@ async def test_a_model_that_is_down_leaves_the_job_queued_and_a_retry_succeeds(
     assert (job["state"], job["attempts"]) == ("done", 2)
     [memory] = (await service.http.get("/memories", params={"user_id": "omar"})).json()["data"]
     assert "Elgar" in memory["summary"]
+
+
+async def test_a_similar_window_is_merged_by_the_model_keeping_both(
+    dsn: str, tmp_path: Path, gemini: FakeGemini
+) -> None:
+    gemini.responder = memory_answer
+    valves = {
+        "WINDOW_SIZE": 2,
+        "WINDOW_OVERLAP": 0,
+        "SIMILARITY_THRESHOLD": 0.2,
+        "EXACT_MATCH_THRESHOLD": 0.999,
+    }
+    async with memory_service(
+        dsn, tmp_path, valves=valves, llm_provider="gemini", gemini_api_key="k",
+        gemini_base_url=gemini.base_url, llm_max_retries=0,
+    ) as service:  # fmt: skip
+        await service.hook("echo_memory", "outlet", outlet_body(WINDOW), "pam")
+        await service.drained()
+        later = [
+            *WINDOW,
+            {
+                "id": "u2",
+                "role": "user",
+                "content": "The Lyon opera orchestra tours Japan in May with the Elgar.",
+            },
+            {
+                "id": "a2",
+                "role": "assistant",
+                "content": "A Japan tour in May with the Elgar concerto: wonderful.",
+            },
+        ]
+        await service.hook("echo_memory", "outlet", outlet_body(later), "pam")
+        await service.drained()
+        [memory] = (await service.http.get("/memories", params={"user_id": "pam"})).json()["data"]
+    merges = [r for r in gemini.requests if "Merge the two memories" in str(r.body.get("systemInstruction"))]
+    assert len(merges) == 1
+    assert "<old_memory>" in str(merges[0].body["contents"])
+    assert memory["version"] == 2
+    assert "cello in the Lyon opera orchestra" in memory["summary"]
+    assert "tours Japan in May" in memory["summary"]
