@@ -22,6 +22,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from fakes import hooks_service
+from fakes.hooks_service import run_jobs
 from fakes.live_server import LiveServer
 from fakes.metric_samples import sample
 from fakes.shared_data import API_KEY
@@ -32,8 +33,6 @@ from echo.config.valves import CompressionValves
 from echo.filters import base, compression
 from echo.hooks import create_app
 from echo.jobs import kinds
-from echo.jobs.registry import Registry
-from echo.jobs.worker import Worker
 from echo.store import pool, tenancy, testing
 from echo.store.pool import Store
 
@@ -95,24 +94,6 @@ async def until(check: Callable[[], Awaitable[bool]], within: float = 20.0, what
     while not await check():
         assert time.monotonic() < deadline, f"{what} not reached in {within} s"
         await asyncio.sleep(0.05)
-
-
-async def run_jobs(store: Store, registry: Registry) -> None:
-    """Run a worker until no job is pending or running."""
-    worker = Worker(store, registry, lease_seconds=5, poll_seconds=0.2, grace_seconds=1, metrics_seconds=60)
-    await worker.start()
-    try:
-
-        async def idle() -> bool:
-            return not await store.fetchval("SELECT count(*) FROM jobs WHERE state IN ('pending', 'running')")
-
-        await until(idle, what="jobs finished")
-    finally:
-        await asyncio.wait_for(worker.stop(), 10)
-        for spec in registry:
-            close = getattr(spec.handler, "aclose", None)
-            if close is not None:
-                await close()
 
 
 async def jobs_of(store: Store) -> list[Any]:

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from fakes import hooks_service
 from fakes.gemini_server import FakeGemini
-from fakes.hooks_service import outlet_body
+from fakes.hooks_service import outlet_body, run_jobs
 from fakes.shared_data import API_KEY
 from prometheus_client import REGISTRY
 
@@ -28,7 +28,6 @@ from echo.config.settings import Settings
 from echo.jobs import kinds, summary
 from echo.jobs.domain import KindPolicy, RetryPolicy
 from echo.jobs.registry import Registry
-from echo.jobs.worker import Worker
 from echo.llm import factory
 from echo.store import conversations
 from echo.store.pool import Store
@@ -116,24 +115,6 @@ async def until(check: Callable[[], Awaitable[bool]], within: float = 20.0, what
     while not await check():
         assert time.monotonic() < deadline, f"{what} not reached in {within} s"
         await asyncio.sleep(0.05)
-
-
-async def run_jobs(store: Store, registry: Registry) -> None:
-    """Run a worker until no summary job is pending or running."""
-    worker = Worker(store, registry, lease_seconds=5, poll_seconds=0.2, grace_seconds=1, metrics_seconds=60)
-    await worker.start()
-    try:
-
-        async def idle() -> bool:
-            return not await store.fetchval("SELECT count(*) FROM jobs WHERE state IN ('pending', 'running')")
-
-        await until(idle, what="summary jobs finished")
-    finally:
-        await asyncio.wait_for(worker.stop(), 10)
-        for spec in registry:  # the LLM client of the summary handler
-            close = getattr(spec.handler, "aclose", None)
-            if close is not None:
-                await close()
 
 
 async def jobs_of(store: Store) -> list[Any]:

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 from fakes import hooks_service
-from fakes.hooks_service import outlet_body
+from fakes.hooks_service import outlet_body, run_jobs
 from fakes.live_server import LiveServer
 from fakes.shared_data import API_KEY, FIXTURES
 from prometheus_client import REGISTRY
@@ -156,18 +156,6 @@ async def working(store: Store, registry: Registry) -> AsyncIterator[Worker]:
             close = getattr(spec.handler, "aclose", None)
             if close is not None:
                 await close()
-
-
-async def run_jobs(store: Store, registry: Registry) -> None:
-    async with working(store, registry):
-
-        async def idle() -> bool:
-            return not await store.fetchval("SELECT count(*) FROM jobs WHERE state IN ('pending', 'running')")
-
-        await until(idle, what="summary jobs finished")
-
-
-# -- the store -----------------------------------------------------------------------------------
 
 
 def _invariants(*texts: str) -> list[str]:
