@@ -1,6 +1,6 @@
 """Two `echoctl worker` processes merging into one memory at once lose neither update.
 
-Both workers take one window each (the fake Gemini answers every call after 2 s, so both read the
+Both workers take one window each (the fake Gemini answers every call after 4 s, so both read the
 memory at version 1 and merge it at the same time); the compare-and-set on the memory's version
 makes the slower one merge again into the faster one's text. Each worker has a Qdrant directory of
 its own (local mode allows one client per path; production shares a Qdrant server), both seeded
@@ -48,7 +48,7 @@ async def store(dsn: str) -> AsyncIterator[pool.Store]:
 def gemini() -> Iterator[FakeGemini]:
     with FakeGemini() as fake:
         fake.responder = memory_answer
-        fake.latency_s = 2.0
+        fake.latency_s = 4.0  # every call: the two merges overlap even when the model loads skew by seconds
         yield fake
 
 
