@@ -20,8 +20,8 @@ Summary failures (migration 0007): a summary job that gives up writes ``record_s
 for its chat; the chat's next inlet reads and removes it in its one statement (``inlet_lookup``) and
 tells the user, once; a later success of the chat clears it.
 
-Forgetting: ``forget`` deletes a user's summaries, messages, chat heads and summary failures. No
-``DELETE /users/{id}`` registry exists yet; whoever builds it registers ``Conversations.forget`` there.
+Forgetting: ``forget`` deletes a user's summaries, messages, chat heads and summary failures;
+``DELETE /users/{id}`` runs it among the parts of ``echo.jobs.forgetting``.
 """
 
 from __future__ import annotations
