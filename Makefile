@@ -33,8 +33,8 @@ format: install
 	$(BIN)/ruff format services operator tests bench integrations e2e
 
 # The suite includes the chart tests (helm from `make tools`) and the Infinity contract test (`make infinity`).
-# Coverage of echo and echo_operator may only go up: raise COVERAGE_FLOOR with it (96% on 2026-11-29).
-COVERAGE_FLOOR ?= 94
+# Coverage of echo and echo_operator may only go up: raise COVERAGE_FLOOR with it (96.3% on 2026-12-01).
+COVERAGE_FLOOR ?= 95
 test: install tools infinity lint
 	$(BIN)/pytest --cov=echo --cov=echo_operator --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
 
