@@ -16,67 +16,21 @@ WHERE user_id = $1 AND invariant = ANY($2::text[]);
 -- name: best_summary
 -- The summary of user $1 that covers the most turns of the branch whose turn hashes are $2, in order,
 -- sent as ONE text, the hashes joined by commas (a text[] parameter of 500 hashes costs about 0.3 ms
--- more to send and decode). A summary is valid only when its key is the branch's hash at the position
--- it covers (DESIGN §4). The newest summary of a branch usually sits near its end: the last 128
--- positions are probed first, newest first, on summaries_branch_point, stopping at the first found;
--- only when none is there are the other positions probed, all at once (then the most turns covered
--- wins). Either way the cost follows the branch's length, not how many summaries the user has.
-WITH branch AS MATERIALIZED (SELECT string_to_array($2::text, ',') AS hashes)
-(SELECT found.*
- FROM branch,
-      generate_series(cardinality(branch.hashes), greatest(1, cardinality(branch.hashes) - 127), -1) AS k,
-      LATERAL (SELECT id, covered_hash, covered_count, head_count, text, locale, model, provider, refs,
-                      extract(epoch FROM created_at)::float8 AS created_at
-               FROM summaries
-               WHERE user_id = $1 AND covered_hash = branch.hashes[k] AND covered_count = k
-               LIMIT 1) AS found
- LIMIT 1)
-UNION ALL
-(SELECT id, covered_hash, covered_count, head_count, text, locale, model, provider, refs,
-        extract(epoch FROM created_at)::float8 AS created_at
- FROM branch, summaries
- WHERE user_id = $1
-   AND covered_hash = ANY(branch.hashes[1:cardinality(branch.hashes) - 128])
-   AND covered_count <= cardinality(branch.hashes) - 128
-   AND branch.hashes[covered_count] = covered_hash
- ORDER BY covered_count DESC, created_at DESC
- LIMIT 1)
-LIMIT 1;
+-- more to send and decode); the lookup itself is best_branch_summary (migration 0009).
+SELECT * FROM best_branch_summary($1, string_to_array($2::text, ','));
 
 -- name: inlet_lookup
 -- The inlet's one statement: best_summary of user $1 for the branch $2 (joined hashes, as there), and
 -- the summary failure of chat $3 not shown yet (migration 0007), taken as it is read so that it is
 -- shown once ($3 = '' matches no row). Always one row; its summary columns are NULL when none is valid.
-WITH branch AS MATERIALIZED (SELECT string_to_array($2::text, ',') AS hashes),
-failure AS (
+WITH failure AS (
     DELETE FROM summary_failures WHERE user_id = $1 AND chat_id = $3
     RETURNING reason, detail, failures
 )
 SELECT best.*, failure.reason AS failure_reason, failure.detail AS failure_detail,
        failure.failures AS failure_count
 FROM (SELECT 1) AS one
-LEFT JOIN LATERAL (
-    (SELECT found.*
-     FROM branch,
-          generate_series(cardinality(branch.hashes), greatest(1, cardinality(branch.hashes) - 127), -1) AS k,
-          LATERAL (SELECT id, covered_hash, covered_count, head_count, text, locale, model, provider, refs,
-                          extract(epoch FROM created_at)::float8 AS created_at
-                   FROM summaries
-                   WHERE user_id = $1 AND covered_hash = branch.hashes[k] AND covered_count = k
-                   LIMIT 1) AS found
-     LIMIT 1)
-    UNION ALL
-    (SELECT id, covered_hash, covered_count, head_count, text, locale, model, provider, refs,
-            extract(epoch FROM created_at)::float8 AS created_at
-     FROM branch, summaries
-     WHERE user_id = $1
-       AND covered_hash = ANY(branch.hashes[1:cardinality(branch.hashes) - 128])
-       AND covered_count <= cardinality(branch.hashes) - 128
-       AND branch.hashes[covered_count] = covered_hash
-     ORDER BY covered_count DESC, created_at DESC
-     LIMIT 1)
-    LIMIT 1
-) AS best ON true
+LEFT JOIN LATERAL best_branch_summary($1, string_to_array($2::text, ',')) AS best ON true
 LEFT JOIN failure ON true;
 
 -- name: record_summary_failure
@@ -159,28 +113,8 @@ head AS (
     SET invariants = EXCLUDED.invariants, head_hash = EXCLUDED.head_hash, turns = EXCLUDED.turns,
         updated_at = now()
     WHERE chat_heads.head_hash IS DISTINCT FROM EXCLUDED.head_hash
-),
-branch AS MATERIALIZED (SELECT string_to_array($8::text, ',') AS hashes)
-(SELECT found.*
- FROM branch,
-      generate_series(cardinality(branch.hashes), greatest(1, cardinality(branch.hashes) - 127), -1) AS k,
-      LATERAL (SELECT id, covered_hash, covered_count, head_count, text, locale, model, provider, refs,
-                      extract(epoch FROM created_at)::float8 AS created_at
-               FROM summaries
-               WHERE user_id = $1 AND covered_hash = branch.hashes[k] AND covered_count = k
-               LIMIT 1) AS found
- LIMIT 1)
-UNION ALL
-(SELECT id, covered_hash, covered_count, head_count, text, locale, model, provider, refs,
-        extract(epoch FROM created_at)::float8 AS created_at
- FROM branch, summaries
- WHERE user_id = $1
-   AND covered_hash = ANY(branch.hashes[1:cardinality(branch.hashes) - 128])
-   AND covered_count <= cardinality(branch.hashes) - 128
-   AND branch.hashes[covered_count] = covered_hash
- ORDER BY covered_count DESC, created_at DESC
- LIMIT 1)
-LIMIT 1;
+)
+SELECT * FROM best_branch_summary($1, string_to_array($8::text, ','));
 
 -- name: latest_branch
 SELECT invariants
