@@ -151,6 +151,21 @@ def point_payload(memory: records.Memory) -> dict[str, Any]:
     }
 
 
+def _json_request(
+    spec: DistillJob, system: str, user: str, schema: dict[str, Any], purpose: str, temperature: float
+) -> llm.LLMRequest:
+    """A request to the distillation model for one JSON object shaped by ``schema``."""
+    return llm.LLMRequest(
+        model=spec.model,
+        messages=[("user", user)],
+        system=system,
+        temperature=temperature,
+        max_output_tokens=_DISTILL_OUTPUT_TOKENS,
+        json_schema=schema,
+        purpose=purpose,
+    )
+
+
 class DistillHandler:
     """Runs `distill` jobs with the conversation and memory stores, an LLM, the embedder and vectors."""
 
@@ -268,15 +283,7 @@ class DistillHandler:
         system, user = distillation.distillation_prompt(conversation)
         answer: object = None
         for attempt in range(2):
-            request = llm.LLMRequest(
-                model=spec.model,
-                messages=[("user", user)],
-                system=system,
-                temperature=0.2,
-                max_output_tokens=_DISTILL_OUTPUT_TOKENS,
-                json_schema=distillation.DISTILLATION_SCHEMA,
-                purpose="distill",
-            )
+            request = _json_request(spec, system, user, distillation.DISTILLATION_SCHEMA, "distill", 0.2)
             try:
                 result = await self._generate(model, request)
                 answer = result.parsed
@@ -441,15 +448,7 @@ class DistillHandler:
         if model.provider_name == "offline":
             return merging.offline_merge(old, new)
         system, user = merging.merge_prompt(old, new)
-        request = llm.LLMRequest(
-            model=spec.model,
-            messages=[("user", user)],
-            system=system,
-            temperature=0.1,
-            max_output_tokens=_DISTILL_OUTPUT_TOKENS,
-            json_schema=merging.MERGE_SCHEMA,
-            purpose="merge",
-        )
+        request = _json_request(spec, system, user, merging.MERGE_SCHEMA, "merge", 0.1)
         for attempt in range(2):
             try:
                 result = await self._generate(model, request)
