@@ -32,7 +32,7 @@ from echo.store import errors as store_errors
 from echo.store import memories, pool
 from echo.vectors import base as vectors_base
 
-__all__ = ["SEARCH_REQUEST", "MemorySearch", "build_memories_router", "search_memories"]
+__all__ = ["SEARCH_REQUEST", "MemorySearch", "backends_of", "build_memories_router", "search_memories"]
 
 log = structlog.get_logger("echo.hooks")
 
@@ -55,7 +55,8 @@ class MemorySearch(TypedDict):
 SEARCH_REQUEST: TypeAdapter[Any] = TypeAdapter(MemorySearch)
 
 
-def _runtime(request: Request) -> Any:
+def backends_of(request: Request) -> Any:
+    """The running service's backends; 503 when it runs without a store."""
     runtime = getattr(request.app.state, "backends", None)
     if getattr(runtime, "store", None) is None:
         raise HTTPException(status_code=503, detail="no store: this service runs without backends")
@@ -63,7 +64,7 @@ def _runtime(request: Request) -> Any:
 
 
 def _store(request: Request) -> pool.Store:
-    store: pool.Store = _runtime(request).store
+    store: pool.Store = backends_of(request).store
     return store
 
 
@@ -128,7 +129,7 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
         wire.validate(SEARCH_REQUEST, data)
         try:
             found = await search_memories(
-                _runtime(request), data["user_id"], data["query"], int(data.get("k", 10))
+                backends_of(request), data["user_id"], data["query"], int(data.get("k", 10))
             )
         except EchoError as error:
             raise _unavailable(error) from error
@@ -158,7 +159,7 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
 
     @router.delete("/memories/{memory_id}")
     async def delete_memory(request: Request, memory_id: str, user_id: UserId) -> JSONResponse:
-        runtime = _runtime(request)
+        runtime = backends_of(request)
         store = memories.Memories(runtime.store)
         try:
             async with runtime.store.transaction() as connection:
@@ -174,7 +175,7 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
 
     @router.delete("/users/{user_id}")
     async def forget_user(request: Request, user_id: str) -> JSONResponse:
-        runtime = _runtime(request)
+        runtime = backends_of(request)
         parts = forgetting.builtin_forgetting(runtime.store, lambda: getattr(runtime, "vectors", None))
         done = await parts.forget(user_id)
         status = 200 if not done.failed else 503

@@ -90,9 +90,7 @@ def build_tools_router(auth: Any) -> APIRouter:
         x_openwebui_user_id: Annotated[str | None, Header(include_in_schema=False)] = None,
     ) -> JSONResponse:
         user_id = _user(x_openwebui_user_id)
-        runtime = getattr(request.app.state, "backends", None)
-        if getattr(runtime, "store", None) is None:
-            raise HTTPException(status_code=503, detail="no store: this service runs without backends")
+        runtime = memories_api.backends_of(request)
         try:
             found = await memories_api.search_memories(runtime, user_id, call.query, call.k)
         except EchoError as error:

@@ -26,6 +26,7 @@ __all__ = [
     "InvalidDistillation",
     "distillation_prompt",
     "parse",
+    "raw_text",
     "repair_prompt",
     "validate",
 ]
