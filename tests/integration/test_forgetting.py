@@ -12,7 +12,7 @@ from echo.embeddings.fake import FakeEmbedder
 from echo.filters import memory as memory_filter
 from echo.jobs import distill, forgetting, kinds, queue
 from echo.llm.offline import OfflineLLM
-from echo.store import conversations, pool
+from echo.store import conversations, pool, registries
 from echo.vectors import base as vectors_base
 from echo.vectors.memory import InMemoryVectorStore
 
@@ -67,6 +67,11 @@ async def populate(store: pool.Store, vectors: InMemoryVectorStore, user: str) -
     assert claimed is not None
     await distill.DistillHandler(store, OfflineLLM, Backends(vectors))(claimed.job)
     await jobs.enqueue(kinds.SUMMARY, {"user_id": user, "chat_id": "chat-1"}, idempotency_key=f"s:{user}")
+    book = registries.Registries(store)
+    await book.save_plan(user, "chat-1", goal="Refactor the auth module", status="in_progress")
+    await book.commit_code(
+        user, "chat-1", "main.py", lang="python", content="print(1)\n", message="feat: start"
+    )
     await vectors.upsert(
         vectors_base.Kind.EPHEMERAL,
         [
@@ -107,6 +112,8 @@ async def test_forgetting_a_user_leaves_no_row_job_or_vector_of_theirs_and_all_o
         "summary_failures",
         "memories",
         "memory_windows",
+        "plans",
+        "codex_entries",
         "jobs",
     }
     assert expected <= {table for table, count in before.items() if count}, before
