@@ -46,6 +46,7 @@ __all__ = [
     "estimate_tokens",
     "exact_tokens",
     "messages_tokens",
+    "token_offsets",
 ]
 
 # What the chat format adds around each message (role and delimiters), as OpenAI counts it for
@@ -217,6 +218,13 @@ def _o200k_base() -> tiktoken.Encoding:
 def exact_tokens(text: str) -> int:
     """o200k_base tokens of ``text``; special-token strings such as ``<|endoftext|>`` count as text."""
     return len(_o200k_base().encode_ordinary(text))
+
+
+def token_offsets(text: str) -> list[int]:
+    """The character offset in ``text`` where each of its o200k_base tokens starts (chunking cuts there)."""
+    encoding = _o200k_base()
+    _, offsets = encoding.decode_with_offsets(encoding.encode_ordinary(text))
+    return offsets
 
 
 def _near(estimate: int, threshold: int | None, margin: float) -> bool:

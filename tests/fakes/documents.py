@@ -13,10 +13,11 @@ from pypdf import PdfReader, PdfWriter
 
 __all__ = ["corrupt_pdf", "encrypted_pdf", "long_text", "pdf", "png"]
 
-_WORDS = (
+_PROSE = (
     "the system stores every chunk of the document with its source id so that a search finds the"
     " passage where a user asks about budgets deadlines contracts engineers servers and invoices"
-).split()
+)
+_WORDS = tuple(_PROSE.split(" "))
 
 
 def pdf(pages: list[str]) -> bytes:
@@ -48,10 +49,12 @@ def png(width: int = 2, height: int = 2) -> bytes:
     raw = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
 
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        checksum = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", checksum)
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    body = chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    return b"\x89PNG\r\n\x1a\n" + body
 
 
 def long_text(size_bytes: int, *, seed: int = 7, marker: str | None = None) -> str:

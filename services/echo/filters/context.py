@@ -1,17 +1,71 @@
-"""`echo_context` (seed 000, filter 1): context preparation on the inlet, secret masking on the outlet.
+"""`echo_context` (seed 000, filter 1, new_context_filter v7.18): the draft of the turn on the inlet,
+secret masking on the outlet.
 
-The inlet's attachment routing and AEC block come with the attachments issue; until then the
-inlet returns the body unchanged, as `/models` says.
+Inlet, on the latest user message, under `INLET_DEADLINE_MS` (past it, the hook answers the body
+unchanged and Open WebUI handles the files itself):
+
+1. Ordered multimodal parts: a `content` list (text and pasted `image_url` parts) is kept in its
+   order; every `data:` image is decoded, sniffed and size-checked (`echo.attachments.parts`); a part
+   that fails is replaced in place by a note saying why.
+2. Attached files (`echo.filters.context_files`): inline text, native parts, or the ephemeral RAG
+   with a `map_reduce` job; each gets its `<smart_context>` block; handled files leave `files`.
+3. The blocks go in front of the user's text, in the same turn (the hash chain ignores them, so they
+   never accumulate in history); native parts go after the user's parts.
+
+Open WebUI's background tasks (titles, tags, queries) are left alone. A status line says what was
+done with each file, and why a file was left to Open WebUI.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from echo.filters import base
+import structlog
+
+from echo import metrics
+from echo.attachments import parts as parts_module
+from echo.config import valves as valves_module
+from echo.filters import base, context_files
+from echo.filters import events as events_module
 from echo.filters import masking as masking_filter
+from echo.openwebui import client as openwebui_client
+from echo.store import pool
 
 __all__ = ["ContextFilter"]
+
+log = structlog.get_logger("echo.filters.context")
+
+PIPE_PREFIX = "echo."
+
+
+def _last_user(messages: list[Any]) -> int | None:
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, dict) and message.get("role") == "user":
+            return index
+    return None
+
+
+def _compose(content: object, leading: list[str], trailing: list[dict[str, Any]]) -> object:
+    """The user message's new content: the blocks first, then the user's own parts, then native parts."""
+    if not leading and not trailing:
+        return content
+    head = "\n\n".join(leading)
+    if isinstance(content, str) and not trailing:
+        return f"{head}\n\n{content}" if head else content
+    own: list[Any] = (
+        list(content)
+        if isinstance(content, list)
+        else ([{"type": "text", "text": content}] if content else [])
+    )
+    return ([{"type": "text", "text": head}] if head else []) + own + trailing
+
+
+def _without(files: object, taken: set[str]) -> object:
+    if not isinstance(files, list):
+        return files
+    return [f for f in files if not (isinstance(f, Mapping) and f.get("id") in taken)]
 
 
 class ContextFilter:
@@ -19,16 +73,92 @@ class ContextFilter:
     name = "ECHO context"
     priority = 0
     description = (
-        "Outlet: masks leaked API keys and private keys in assistant messages (Google, OpenAI, "
-        "Anthropic, AWS, GitHub, Slack, PEM). Inlet: pass-through in this version (attachment routing "
-        "and the context block are not active yet)."
+        "Inlet (seed 000, filter 1): pasted images kept in order and checked; attached files routed by"
+        " type and size — small text inline, media as native parts, large files to an ephemeral RAG with"
+        " a map-reduce summary and the search_session_context tool. Outlet: masks leaked API keys and"
+        " private keys in assistant messages (Google, OpenAI, Anthropic, AWS, GitHub, Slack, PEM)."
     )
 
-    def __init__(self, on_masked: masking_filter.OnMasked) -> None:
+    def __init__(
+        self,
+        on_masked: masking_filter.OnMasked,
+        *,
+        store: Callable[[], pool.Store | None] | None = None,
+        openwebui: Callable[[], openwebui_client.OpenWebUI | None] | None = None,
+    ) -> None:
         self._on_masked = on_masked
+        self.files = context_files.Files(store or (lambda: None), openwebui or (lambda: None))
+
+    @staticmethod
+    def _valves(ctx: base.HookContext) -> valves_module.ContextValves:
+        found = ctx.valves
+        return found if isinstance(found, valves_module.ContextValves) else valves_module.ContextValves()
 
     async def inlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
-        return body
+        messages = body.get("messages")
+        if ctx.ids.task or not isinstance(messages, list):
+            return body
+        index = _last_user(messages)
+        if index is None:
+            return body
+        settings = self._valves(ctx)
+        message = dict(messages[index])
+        content = message.get("content")
+        leading: list[str] = []
+        trailing: list[dict[str, Any]] = []
+        if isinstance(content, list):
+            checked = parts_module.checked_parts(content, max_image_bytes=settings.MAX_NATIVE_FILE_SIZE)
+            content = list(checked.parts)
+            self._count_images(checked)
+            for problem in checked.problems:
+                ctx.events.append(events_module.StatusEvent(f"{self.name}: {problem}", "warning"))
+        items = context_files.file_items(body)
+        taken: set[str] = set()
+        if items and ctx.ids.user_id:
+            outcomes = await self.files.handle_all(
+                items,
+                user_id=ctx.ids.user_id,
+                chat_id=ctx.ids.chat_id or "",
+                pipe_model=str(body.get("model", "")).startswith(PIPE_PREFIX),
+                settings=settings,
+                deadline=ctx.deadline,
+            )
+            for outcome in outcomes:
+                if outcome.block:
+                    leading.append(outcome.block)
+                if outcome.part:
+                    trailing.append(outcome.part)
+                if outcome.taken:
+                    taken.add(outcome.file_id)
+                if outcome.note:
+                    ctx.events.append(events_module.StatusEvent(f"{self.name}: {outcome.note}", "info"))
+            log.info(
+                "files_routed",
+                chat_id=ctx.ids.chat_id,
+                modes=[o.mode for o in outcomes],
+                left=[o.filename for o in outcomes if not o.taken],
+            )
+        new_content = _compose(content, leading, trailing)
+        if new_content is message.get("content") and not taken:
+            return body
+        message["content"] = new_content
+        new_messages = list(messages)
+        new_messages[index] = message
+        new_body = {**body, "messages": new_messages}
+        if taken:
+            new_body["files"] = _without(body.get("files"), taken)
+            metadata = body.get("metadata")
+            if isinstance(metadata, Mapping) and "files" in metadata:
+                new_body["metadata"] = {**metadata, "files": _without(metadata.get("files"), taken)}
+        return new_body
+
+    @staticmethod
+    def _count_images(checked: parts_module.CheckedParts) -> None:
+        refused = len(checked.problems)
+        kept = checked.images - checked.corrected
+        for outcome, count in (("kept", kept), ("corrected", checked.corrected), ("refused", refused)):
+            if count:
+                metrics.CONTEXT_IMAGE_PARTS.labels(outcome).inc(count)
 
     async def outlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
         return await masking_filter.mask_and_report(body, self._on_masked, deadline=ctx.deadline)

@@ -1,0 +1,332 @@
+"""The `map_reduce` job (seed 000, filter 1): one big file into the ephemeral RAG, and its summary.
+
+The `echo_context` inlet registers the file as pending (`echo.store.attachments`) and enqueues one
+job per source id. The handler:
+
+1. reads the file's text: the text the inlet kept (from the body), else the bytes from Open WebUI's
+   files API read locally (`echo.attachments.extraction`: text decoded, PDFs through pypdf), else
+   Open WebUI's own extraction (office files) — in a worker thread, off the event loop;
+2. chunks it by tokens with overlap, embeds the chunks and upserts them into the tenant's
+   `echo_ephemeral` collection with `source_id`, `chat_id`, `user_id` (point ids are stable per chunk,
+   so a retry rewrites the same points);
+3. writes the summary: the text itself when it has at most `max_words` words (the seed's fast path),
+   else a map over sections and reduce rounds with the LLM (`echo.attachments.mapreduce`), at most
+   four calls at once;
+4. marks the file ready with its summary; the next inlet puts it in the `<smart_context>` block.
+
+Failures: a file with no text to be had is marked failed with the reason (permanent); the files API,
+the embedder, the vector store or the LLM failing is retried with the queue's backoff; the last
+attempt's failure marks the file failed too, so the block tells the model and the user why.
+A job whose file row is gone (expired, or its user forgotten) does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from echo import metrics, tokens
+from echo.attachments import chunking, extraction, mapreduce
+from echo.attachments import mime as mime_module
+from echo.embeddings import base as embeddings_base
+from echo.errors import EchoError
+from echo.jobs import distill, domain, errors, handling
+from echo.llm import errors as llm_errors
+from echo.llm import interface as llm
+from echo.openwebui import client as openwebui_client
+from echo.store import attachments, pool
+from echo.store import errors as store_errors
+from echo.vectors import base as vectors_base
+
+__all__ = ["MapReduceHandler", "MapReduceJob", "chunk_point_id"]
+
+log = structlog.get_logger("echo.jobs.map_reduce")
+_Failure = handling.Failure
+
+EMBED_BATCH = 64
+MAP_SECTION_TOKENS = 24_000  # one map call reads at most this much (unless that makes over MAX_MAP_CALLS)
+MAX_MAP_CALLS = 32
+REDUCE_INPUT_TOKENS = 24_000
+MAX_CONCURRENT_CALLS = 4
+_WORDS_TO_TOKENS = 2  # output budget per word of summary, generous for non-English text
+
+
+def chunk_point_id(source_id: str, index: int) -> str:
+    return f"{source_id}:{index}"
+
+
+@dataclass(frozen=True)
+class MapReduceJob:
+    user_id: str
+    chat_id: str
+    source_id: str
+    file_id: str | None
+    filename: str
+    mime_type: str
+    max_words: int = 300
+    chunk_tokens: int = 256
+    overlap_tokens: int = 32
+    max_file_bytes: int = 64 * 1024 * 1024
+    model: str = "gemini-2.5-flash"
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> MapReduceJob:
+        try:
+            job = cls(**{k: payload[k] for k in cls.__dataclass_fields__ if k in payload})
+        except TypeError as error:
+            raise errors.PermanentJobError(f"malformed map_reduce payload: {error}") from error
+        if (
+            not job.user_id
+            or not job.source_id
+            or job.chunk_tokens <= job.overlap_tokens
+            or job.max_words < 1
+        ):
+            raise errors.PermanentJobError("malformed map_reduce payload: user, source, chunk sizes, words")
+        return job
+
+
+class MapReduceHandler:
+    """Runs `map_reduce` jobs with the file registry, the files API (None when not configured; closed
+    with the handler), the embedder, vectors and an LLM."""
+
+    def __init__(
+        self,
+        store: pool.Store,
+        llm_factory: Callable[[], llm.LLM],
+        backends: distill.MemoryBackends,
+        openwebui: openwebui_client.OpenWebUI | None,
+        *,
+        max_attempts: int,
+    ) -> None:
+        self.registry = attachments.Attachments(store)
+        self.backends = backends
+        self._openwebui = openwebui
+        self._llm = handling.LazyLLM(llm_factory)
+        self.max_attempts = max_attempts
+
+    async def aclose(self) -> None:
+        await self._llm.aclose()
+        if self._openwebui is not None:
+            await self._openwebui.aclose()
+
+    async def expire(self) -> int:
+        """Delete the files past their retention, chunks first (the worker's retention sweep calls it);
+        with the vector store not ready, nothing is deleted until a later sweep."""
+        expired = await self.registry.expired()
+        if not expired:
+            return 0
+        vectors = await self.backends.vectors()
+        if vectors is None:
+            return 0
+        for user_id, source_id in expired:
+            await vectors.delete_where(vectors_base.Kind.EPHEMERAL, user_id=user_id, source_id=source_id)
+            await self.registry.delete(user_id, source_id)
+        metrics.CONTEXT_EXPIRED.inc(len(expired))
+        log.info("files_expired", count=len(expired))
+        return len(expired)
+
+    async def __call__(self, job: domain.Job, /) -> None:
+        spec = MapReduceJob.from_payload(job.payload)
+        bound = log.bind(user_id=spec.user_id, chat_id=spec.chat_id, source_id=spec.source_id, job_id=job.id)
+        started = time.perf_counter()
+        try:
+            done = await self._run(spec, bound)
+        except _Failure as failure:
+            metrics.CONTEXT_MAP_REDUCE_FAILURES.labels(failure.reason).inc()
+            last = not failure.retryable or job.attempts >= self.max_attempts
+            bound.warning(
+                "map_reduce_failed", reason=failure.reason, error=str(failure), attempt=job.attempts
+            )
+            if last:
+                await self._mark_failed(spec, str(failure), bound)
+            if failure.retryable:
+                raise errors.RetryLater(str(failure)) from failure
+            raise errors.PermanentJobError(str(failure)) from failure
+        except store_errors.StoreError as error:
+            metrics.CONTEXT_MAP_REDUCE_FAILURES.labels("store").inc()
+            raise errors.RetryLater(f"store: {error}") from error
+        if done:
+            metrics.CONTEXT_MAP_REDUCE_SECONDS.observe(time.perf_counter() - started)
+
+    async def _mark_failed(self, spec: MapReduceJob, reason: str, bound: Any) -> None:
+        try:
+            await self.registry.mark_failed(spec.user_id, spec.source_id, reason)
+        except store_errors.StoreError as error:
+            bound.warning("mark_failed_failed", error=str(error))
+
+    async def _run(self, spec: MapReduceJob, bound: Any) -> bool:
+        row = await self.registry.get(spec.user_id, spec.source_id)
+        if row is None:
+            bound.info("file_gone", reason="expired or its user was forgotten")
+            return False
+        if row.status == "ready":
+            return False
+        text = await self._text(spec)
+        embedder, vectors = await self._ready()
+        chunks = await self._index(spec, text, embedder, vectors)
+        await self.registry.mark_indexed(spec.user_id, spec.source_id, len(chunks))
+        summary, mode = await self._summary(spec, text)
+        if await self.registry.mark_ready(spec.user_id, spec.source_id, summary, mode):
+            bound.info("file_ingested", chunks=len(chunks), summary_mode=mode, chars=len(text))
+        else:  # forgotten or expired meanwhile: take the chunks back out
+            await vectors.delete_where(
+                vectors_base.Kind.EPHEMERAL, user_id=spec.user_id, source_id=spec.source_id
+            )
+        return True
+
+    async def _text(self, spec: MapReduceJob) -> str:
+        kept = await self.registry.pending_text(spec.user_id, spec.source_id)
+        if kept:
+            return kept
+        api = self._openwebui
+        if api is None or spec.file_id is None:
+            raise _Failure(
+                "files_api",
+                "the file's text is not stored and Open WebUI's files API is not configured",
+                retryable=False,
+            )
+        try:
+            data = await api.file_bytes(spec.file_id, max_bytes=spec.max_file_bytes)
+            if data is None:
+                raise _Failure("files_api", "Open WebUI has no content for this file", retryable=False)
+            verdict = mime_module.gemini_mime(spec.filename, spec.mime_type, data[:8192])
+            try:
+                return (await asyncio.to_thread(extraction.extract_text, data, verdict)).text
+            except extraction.ExtractionError as error:
+                fallback = await self._openwebui_text(api, spec.file_id)
+                if fallback:
+                    return fallback
+                raise _Failure("extraction", str(error), retryable=False) from error
+        except openwebui_client.FilesForbidden as error:
+            raise _Failure("files_api", str(error), retryable=False) from error
+        except openwebui_client.OpenWebUIError as error:
+            raise _Failure("files_api", str(error), retryable=error.retryable) from error
+
+    @staticmethod
+    async def _openwebui_text(api: openwebui_client.OpenWebUI, file_id: str) -> str | None:
+        record = await api.file(file_id)
+        data = record.get("data") if record else None
+        content = data.get("content") if isinstance(data, Mapping) else None
+        return content if isinstance(content, str) and content.strip() else None
+
+    async def _ready(self) -> tuple[embeddings_base.Embedder, vectors_base.VectorStore]:
+        try:
+            embedder = self.backends.embedder()
+            vectors = await self.backends.vectors()
+        except EchoError as error:
+            raise _Failure(
+                "not_ready", f"the embedder or the vector store failed to open: {error}", retryable=True
+            ) from error
+        if embedder is None or vectors is None:
+            raise _Failure("not_ready", "the embedder or the vector store is not ready yet", retryable=True)
+        return embedder, vectors
+
+    async def _index(
+        self,
+        spec: MapReduceJob,
+        text: str,
+        embedder: embeddings_base.Embedder,
+        vectors: vectors_base.VectorStore,
+    ) -> list[chunking.Chunk]:
+        offsets = await asyncio.to_thread(tokens.token_offsets, text)
+        chunks = chunking.chunk_text(text, offsets, size=spec.chunk_tokens, overlap=spec.overlap_tokens)
+        for start in range(0, len(chunks), EMBED_BATCH):
+            batch = chunks[start : start + EMBED_BATCH]
+            try:
+                vectors_of = await embedder.embed([c.text for c in batch])
+            except embeddings_base.EmbeddingError as error:
+                raise _Failure(
+                    "embedding", f"embedding failed: {error}", retryable=error.retryable
+                ) from error
+            points = [_point(spec, chunk, vector) for chunk, vector in zip(batch, vectors_of, strict=True)]
+            try:
+                await vectors.upsert(vectors_base.Kind.EPHEMERAL, points)
+            except vectors_base.DimensionMismatch as error:
+                raise _Failure("vectors", str(error), retryable=False) from error
+            except vectors_base.VectorStoreError as error:
+                raise _Failure(
+                    "vectors", f"vector store failed: {error}", retryable=error.retryable
+                ) from error
+            metrics.CONTEXT_CHUNKS.inc(len(points))
+            metrics.CONTEXT_INGESTED_BYTES.inc(sum(len(c.text.encode("utf-8")) for c in batch))
+        return chunks
+
+    async def _summary(self, spec: MapReduceJob, text: str) -> tuple[str, str]:
+        if mapreduce.fast_path(text, spec.max_words):
+            return text.strip(), "fast_path"
+        model = await self._llm.get()
+        offsets = await asyncio.to_thread(tokens.token_offsets, text)
+        sections = chunking.sections(text, offsets, max_tokens=MAP_SECTION_TOKENS, max_sections=MAX_MAP_CALLS)
+        limit = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
+
+        async def ask(prompt: mapreduce.Prompt, purpose: str) -> str:
+            async with limit:
+                request = llm.LLMRequest(
+                    model=spec.model,
+                    messages=[("user", prompt.user)],
+                    system=prompt.system,
+                    max_output_tokens=max(256, spec.max_words * _WORDS_TO_TOKENS),
+                    purpose=purpose,
+                )
+                try:
+                    return (await model.generate(request)).text.strip()
+                except llm_errors.LLMError as error:
+                    raise _Failure("llm", f"map-reduce model failed: {error}", retryable=True) from error
+
+        partials = await asyncio.gather(
+            *(
+                ask(
+                    mapreduce.map_prompt(spec.filename, s, i, len(sections), spec.max_words), "map_reduce_map"
+                )
+                for i, s in enumerate(sections)
+            )
+        )
+        summary = await self._reduce(spec, list(partials), ask)
+        mode = "extractive" if model.provider_name == "offline" else "map_reduce"
+        return mapreduce.limit_words(summary, spec.max_words), mode
+
+    @staticmethod
+    async def _reduce(spec: MapReduceJob, partials: Sequence[str], ask: Any) -> str:
+        current = [p for p in partials if p]
+        while len(current) > 1:
+            groups = mapreduce.reduce_groups(
+                [tokens.estimate_tokens(p) for p in current], REDUCE_INPUT_TOKENS
+            )
+            merged = [
+                ask(
+                    mapreduce.reduce_prompt(spec.filename, [current[i] for i in g], spec.max_words),
+                    "map_reduce_reduce",
+                )
+                if len(g) > 1
+                else _ready_value(current[g[0]])
+                for g in groups
+            ]
+            current = list(await asyncio.gather(*merged))
+        return current[0] if current else ""
+
+
+async def _ready_value(text: str) -> str:
+    return text
+
+
+def _point(spec: MapReduceJob, chunk: chunking.Chunk, vector: Sequence[float]) -> vectors_base.Point:
+    return vectors_base.Point(
+        id=chunk_point_id(spec.source_id, chunk.index),
+        vector=vector,
+        user_id=spec.user_id,
+        chat_id=spec.chat_id or None,
+        source_id=spec.source_id,
+        payload={
+            "text": chunk.text,
+            "chunk_index": chunk.index,
+            "start": chunk.start,
+            "end": chunk.end,
+            "filename": spec.filename,
+            "mime_type": spec.mime_type,
+        },
+    )

@@ -1,0 +1,214 @@
+"""The map_reduce job on its own: the real store, Qdrant local mode, the real google-genai SDK against
+the fake Gemini (map and reduce calls), an embedder that fails, the last attempt, and the retention
+sweep taking files and their chunks out."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import documents
+from fakes.gemini_server import FakeGemini
+
+from echo.attachments import routing
+from echo.config.settings import Settings
+from echo.embeddings import base as embeddings_base
+from echo.embeddings.fake import FakeEmbedder
+from echo.jobs import domain, errors, map_reduce
+from echo.llm import factory
+from echo.store import attachments
+from echo.store.pool import Store
+from echo.vectors import base as vectors_base
+from echo.vectors import factory as vectors_factory
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Backends:
+    def __init__(self, embedder: Any, vectors: vectors_base.VectorStore | None) -> None:
+        self._embedder, self._vectors = embedder, vectors
+
+    def embedder(self) -> Any:
+        return self._embedder
+
+    async def vectors(self) -> vectors_base.VectorStore | None:
+        return self._vectors
+
+
+class DownEmbedder(FakeEmbedder):
+    async def embed(self, texts: Any) -> list[list[float]]:
+        raise embeddings_base.EmbeddingError("connection refused", retryable=True)
+
+
+@pytest.fixture
+def gemini() -> Iterator[FakeGemini]:
+    with FakeGemini() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def vectors(tmp_path: Path) -> Any:
+    found = vectors_factory.vector_store_from_settings(
+        Settings(data_dir=tmp_path, qdrant_path=tmp_path / "qdrant", tenant="t1"), dimension=64
+    )
+    yield found
+    await found.aclose()
+
+
+async def registered(store: Store, text: str, *, chat: str = "c1", user: str = "u1") -> str:
+    registry = attachments.Attachments(store)
+    new = attachments.NewAttachment(
+        chat_id=chat,
+        file_id=None,
+        filename="doc.txt",
+        mime_type="text/plain",
+        mode=routing.Mode.RAG,
+        status="pending",
+        content_sha256=None,
+        size_bytes=len(text),
+        pending_text=text,
+    )
+    async with store.transaction() as connection:
+        source_id, _ = await registry.register(connection, user, new, now=time.time(), retention_seconds=3600)
+    return source_id
+
+
+def job(source_id: str, attempts: int = 1, user: str = "u1", **extra: Any) -> domain.Job:
+    payload = {
+        "user_id": user,
+        "chat_id": "c1",
+        "source_id": source_id,
+        "file_id": None,
+        "filename": "doc.txt",
+        "mime_type": "text/plain",
+        "max_words": 40,
+        "chunk_tokens": 128,
+        "overlap_tokens": 16,
+        **extra,
+    }
+    return domain.Job(id=1, kind="map_reduce", payload=payload, attempts=attempts)
+
+
+def handler(store: Store, settings: Settings, embedder: Any, vectors: Any) -> map_reduce.MapReduceHandler:
+    return map_reduce.MapReduceHandler(
+        store, lambda: factory.llm_from_settings(settings), Backends(embedder, vectors), None, max_attempts=3
+    )
+
+
+async def test_a_long_file_is_mapped_and_reduced_by_the_model(
+    store: Store, vectors: Any, gemini: FakeGemini, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(map_reduce, "MAP_SECTION_TOKENS", 20_000)
+    settings = Settings(
+        data_dir=tmp_path, llm_provider="gemini", gemini_api_key="k", gemini_base_url=gemini.base_url
+    )
+    gemini.responder = lambda body: (
+        "Merged: the file is about servers and budgets."
+        if "merge partial summaries" in str(body.get("systemInstruction"))
+        else "Section: servers, budgets, deadlines."
+    )
+    text = documents.long_text(400_000)  # several map sections
+    source_id = await registered(store, text)
+    run = handler(store, settings, FakeEmbedder(64), vectors)
+    try:
+        await run(job(source_id))
+    finally:
+        await run.aclose()
+    row = await attachments.Attachments(store).get("u1", source_id)
+    assert row is not None
+    assert row.status == "ready"
+    assert row.summary_mode == "map_reduce"
+    assert row.summary == "Merged: the file is about servers and budgets."
+    maps = [
+        r for r in gemini.requests if "one section of a long file" in str(r.body.get("systemInstruction"))
+    ]
+    reduces = [
+        r for r in gemini.requests if "merge partial summaries" in str(r.body.get("systemInstruction"))
+    ]
+    assert len(maps) >= 3
+    assert len(reduces) >= 1
+    assert row.chunks == await vectors.count(vectors_base.Kind.EPHEMERAL, user_id="u1", source_id=source_id)
+    assert await attachments.Attachments(store).pending_text("u1", source_id) is None
+
+
+async def test_a_short_text_is_its_own_summary(store: Store, vectors: Any, tmp_path: Path) -> None:
+    source_id = await registered(store, "Only a few words here, nothing to distil.")
+    run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), FakeEmbedder(64), vectors)
+    await run(job(source_id))
+    row = await attachments.Attachments(store).get("u1", source_id)
+    assert row is not None
+    assert (row.summary, row.summary_mode) == (
+        "Only a few words here, nothing to distil.",
+        "fast_path",
+    )
+
+
+async def test_the_embedder_down_retries_and_the_last_attempt_marks_the_file_failed(
+    store: Store, vectors: Any, tmp_path: Path
+) -> None:
+    source_id = await registered(store, documents.long_text(5000))
+    run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), DownEmbedder(64), vectors)
+    with pytest.raises(errors.RetryLater, match="embedding"):
+        await run(job(source_id, attempts=1))
+    row = await attachments.Attachments(store).get("u1", source_id)
+    assert row is not None
+    assert row.status == "pending"
+    with pytest.raises(errors.RetryLater):
+        await run(job(source_id, attempts=3))
+    row = await attachments.Attachments(store).get("u1", source_id)
+    assert row is not None
+    assert row.status == "failed"
+    assert "embedding" in (row.error or "")
+
+
+async def test_vectors_not_ready_is_retried(store: Store, tmp_path: Path) -> None:
+    source_id = await registered(store, documents.long_text(5000))
+    run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), FakeEmbedder(64), None)
+    with pytest.raises(errors.RetryLater, match="not ready"):
+        await run(job(source_id))
+
+
+async def test_a_file_without_text_nor_files_api_fails_for_good(
+    store: Store, vectors: Any, tmp_path: Path
+) -> None:
+    registry = attachments.Attachments(store)
+    new = attachments.NewAttachment(
+        "c1", "f9", "x.pdf", "application/pdf", routing.Mode.RAG, "pending", None, 10
+    )
+    async with store.transaction() as connection:
+        source_id, _ = await registry.register(connection, "u1", new, now=time.time(), retention_seconds=60)
+    run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), FakeEmbedder(64), vectors)
+    with pytest.raises(errors.PermanentJobError, match="files API"):
+        await run(job(source_id, file_id="f9"))
+    assert (await registry.get("u1", source_id)).status == "failed"  # type: ignore[union-attr]
+
+
+async def test_a_forgotten_file_and_a_malformed_payload(store: Store, vectors: Any, tmp_path: Path) -> None:
+    run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), FakeEmbedder(64), vectors)
+    await run(job("U_u1_C_c1_T_1"))  # no such row: nothing happens
+    assert await vectors.count(vectors_base.Kind.EPHEMERAL, user_id="u1") == 0
+    with pytest.raises(errors.PermanentJobError, match="malformed"):
+        await run(job("s", chunk_tokens=10, overlap_tokens=10))
+
+
+async def test_the_retention_sweep_deletes_expired_files_and_their_chunks(
+    store: Store, vectors: Any, tmp_path: Path
+) -> None:
+    run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), FakeEmbedder(64), vectors)
+    old = await registered(store, documents.long_text(3000))
+    kept = await registered(store, documents.long_text(3000, seed=3), chat="c2")
+    await run(job(old))
+    await run(job(kept))
+    await store.execute(
+        "UPDATE attachments SET expires_at = now() - interval '1 second' WHERE source_id = $1", old
+    )
+    assert await run.expire() == 1
+    registry = attachments.Attachments(store)
+    assert await registry.get("u1", old) is None
+    assert await registry.get("u1", kept) is not None
+    assert await vectors.count(vectors_base.Kind.EPHEMERAL, user_id="u1", source_id=old) == 0
+    assert await vectors.count(vectors_base.Kind.EPHEMERAL, user_id="u1", source_id=kept) > 0
+    assert await run.expire() == 0
