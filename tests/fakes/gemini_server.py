@@ -10,7 +10,14 @@ It serves, under any API version segment (``v1``, ``v1beta``), the endpoints the
 Generation replies are scripted with ``reply_*`` and consumed first in, first out (``delay_s`` makes
 one of them slow, ``latency_s`` every call; ``responder`` computes unscripted answers); any reply
 answers either a streamed or a plain call (a plain call gets the chunks merged into one response).
-With nothing scripted the server answers ``"echo: <last user text>"``. Embeddings are deterministic
+With nothing scripted the server answers ``"echo: <last user text>"``.
+
+Thought signatures, as Gemini's thinking models check them (``require_signatures``, on by default):
+a request whose current turn (the contents after the last user text) holds a model step with
+function calls none of which carries a ``thoughtSignature`` is refused with the real API's 400
+"Function call is missing a thought_signature in functionCall parts…"; a signature the fake never
+issued (``issued_signatures``: those its scripted replies carried) nor Gemini's documented
+placeholders is refused as "Corrupted thought signature.". Embeddings are deterministic
 unit vectors derived from a hash of the text (see :func:`fake_embedding`). Every call is recorded in
 ``requests``; ``RecordedRequest`` reads its ``generationConfig`` (``response_mime_type``,
 ``response_schema``) for requests that asked for JSON. Point the SDK at it with
@@ -101,6 +108,42 @@ def _b64(signature: bytes | str) -> str:
     return base64.b64encode(signature.encode() if isinstance(signature, str) else signature).decode()
 
 
+PLACEHOLDER_SIGNATURES = frozenset(
+    base64.b64encode(value).decode()
+    for value in (b"skip_thought_signature_validator", b"context_engineering_is_the_way_to_go")
+)
+MISSING_SIGNATURE = (
+    "Function call is missing a thought_signature in functionCall parts. This is required for tools to work"
+    " correctly, and missing thought_signature may lead to degraded model performance. Additional data,"
+    " function call `default_api:{name}` , position {position}. Please refer to"
+    " https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
+)
+
+
+def signature_problem(body: JSON, issued: Iterable[str]) -> str | None:
+    """Why Gemini would refuse this request's thought signatures, or None (see the module docstring)."""
+    contents = [c for c in body.get("contents", []) if isinstance(c, dict)]
+    known = set(issued) | PLACEHOLDER_SIGNATURES
+    for content in contents:
+        for part in content.get("parts", []):
+            signature = part.get("thoughtSignature")
+            if signature is not None and signature not in known:
+                return "Corrupted thought signature."
+    start = 0
+    for i, content in enumerate(contents):
+        parts = content.get("parts", [])
+        if content.get("role", "user") == "user" and any("functionResponse" not in p for p in parts):
+            start = i + 1
+    for i in range(start, len(contents)):
+        content = contents[i]
+        if content.get("role") != "model":
+            continue
+        calls = [p for p in content.get("parts", []) if "functionCall" in p]
+        if calls and not any(p.get("thoughtSignature") for p in calls):
+            return MISSING_SIGNATURE.format(name=calls[0]["functionCall"].get("name"), position=i + 1)
+    return None
+
+
 def _text_part(text: str, *, thought: bool = False, signature: bytes | str | None = None) -> JSON:
     part: JSON = {"text": text}
     if thought:
@@ -176,6 +219,10 @@ class FakeGemini:
         self.requests: list[RecordedRequest] = []
         self.responder: Callable[[JSON], str] | None = None
         """Computes the answer text of a generation from its request body when nothing is scripted."""
+        self.require_signatures = True
+        """Refuse requests whose thought signatures Gemini would refuse (see the module docstring)."""
+        self.issued_signatures: set[str] = set()
+        """Every thought signature (base64) a scripted reply carried."""
         self._ready_timeout_s = ready_timeout_s
         self._lock = threading.Lock()
         self._replies: dict[str, deque[_Reply]] = {"generate": deque(), "embed": deque()}
@@ -233,7 +280,9 @@ class FakeGemini:
             for queue in self._replies.values():
                 queue.clear()
             self.requests.clear()
+            self.issued_signatures.clear()
         self.latency_s = self.chunk_delay_s = 0.0
+        self.require_signatures = True
 
     # -- scripting -----------------------------------------------------------------------------------
 
@@ -328,8 +377,34 @@ class FakeGemini:
         headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
         self._push(on, _Reply(chunks=(error,), status=status, headers=headers, delay_s=delay_s))
 
+    def reply_function_calls(
+        self,
+        calls: list[tuple[str, JSON]],
+        thought_signature: bytes | str | None = None,
+        *,
+        text: str | None = None,
+        thought: str | None = None,
+        usage: tuple[int, int] | None = None,
+    ) -> None:
+        """Scripts one step with parallel calls (the signature on the first call, as Gemini puts it),
+        after an optional thought and answer text."""
+        parts: list[JSON] = [_text_part(thought, thought=True)] if thought else []
+        if text:
+            parts.append(_text_part(text))
+        for i, (name, args) in enumerate(calls):
+            part: JSON = {"functionCall": {"name": name, "args": args}}
+            if i == 0 and thought_signature is not None:
+                part["thoughtSignature"] = _b64(thought_signature)
+            parts.append(part)
+        self.reply_chunks([_chunk(parts, "STOP")], usage=usage)
+
     def _push(self, queue: str, reply: _Reply) -> None:
         with self._lock:
+            for chunk in reply.chunks:
+                for candidate in chunk.get("candidates", []):
+                    for part in candidate.get("content", {}).get("parts", []):
+                        if "thoughtSignature" in part:
+                            self.issued_signatures.add(part["thoughtSignature"])
             self._replies[queue].append(reply)
 
     def _pop(self, queue: str) -> _Reply | None:
@@ -355,6 +430,10 @@ class FakeGemini:
                 {"error": {"code": 404, "message": f"unknown method {method!r}", "status": "NOT_FOUND"}},
                 status_code=404,
             )
+        problem = signature_problem(body, self.issued_signatures) if self.require_signatures else None
+        if problem is not None:
+            error = {"error": {"code": 400, "message": problem, "status": "INVALID_ARGUMENT"}}
+            return JSONResponse(error, status_code=400)
         reply = self._pop("generate") or self._computed_reply(body)
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)

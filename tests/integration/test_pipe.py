@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +34,8 @@ def pipe_client(gemini: FakeGemini, tmp_path_factory: pytest.TempPathFactory) ->
         gemini_api_key="fake",
         gemini_base_url=gemini.base_url,
         pipe_models=["gemini-2.5-flash"],
+        llm_max_retries=1,
+        llm_retry_max_wait_seconds=5,
     )
     with (
         LiveServer(create_app(settings)) as server,
@@ -127,7 +130,45 @@ def test_bad_requests(pipe_client: httpx.Client, payload: dict, status: int, nee
 def test_gemini_errors_become_clear_statuses(
     pipe_client: httpx.Client, gemini: FakeGemini, upstream: int, expected: int, stream: bool
 ) -> None:
-    gemini.reply_error(upstream, "model overloaded, try later")
+    gemini.reset()
+    for _ in range(2 if upstream != 400 else 1):  # a 429 or 5xx is retried once (llm_max_retries=1)
+        gemini.reply_error(upstream, "model overloaded, try later", retry_after=0.05)
     answer = pipe_client.post("/chat/completions", json=request(stream))
     assert answer.status_code == expected
     assert "model overloaded" in answer.json()["detail"]
+    error = answer.json()["error"]  # OpenAI's error shape, which Open WebUI shows
+    assert "model overloaded" in error["message"] and error["code"] == upstream
+    assert gemini.pending == 0
+
+
+@pytest.mark.parametrize("upstream", [429, 503])
+def test_a_retryable_error_is_retried_after_retry_after(
+    pipe_client: httpx.Client, gemini: FakeGemini, upstream: int
+) -> None:
+    gemini.reset()
+    gemini.reply_error(upstream, "busy", retry_after=0.3)
+    gemini.reply_text("back")
+    started = time.monotonic()
+    answer = pipe_client.post("/chat/completions", json=request(False))
+    assert answer.status_code == 200
+    assert answer.json()["choices"][0]["message"]["content"] == "back"
+    assert time.monotonic() - started >= 0.3  # the server's Retry-After, not the 0.5 s backoff floor's half
+    assert len(gemini.requests) == 2
+
+
+def test_a_stream_that_breaks_ends_with_an_error_event_and_done(
+    pipe_client: httpx.Client, gemini: FakeGemini
+) -> None:
+    gemini.reset()
+    gemini.reply_chunks(
+        [
+            {"candidates": [{"content": {"role": "model", "parts": [{"text": "Half an ans"}]}, "index": 0}]},
+            {"error": {"code": 500, "message": "backend died", "status": "INTERNAL"}},
+        ]
+    )
+    with pipe_client.stream("POST", "/chat/completions", json=request(True)) as answer:
+        assert answer.status_code == 200
+        events = sse_events("".join(answer.iter_text()))
+    assert events[-1] == "[DONE]"
+    assert "backend died" in events[-2]["error"]["message"]
+    assert "".join(e["choices"][0]["delta"].get("content", "") for e in events[:-2]) == "Half an ans"

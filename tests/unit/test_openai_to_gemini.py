@@ -17,6 +17,7 @@ from echo.llm.openai_to_gemini import (
     to_gemini_config,
     to_gemini_contents,
     to_gemini_request,
+    to_gemini_tools,
 )
 
 PNG = b"\x89PNG\r\n\x1a\nfake-png-bytes"
@@ -140,30 +141,95 @@ def test_percent_encoded_data_uri_is_decoded() -> None:
     assert contents[0]["parts"] == [{"inline_data": {"mime_type": "image/svg+xml", "data": b"<svg/>"}}]
 
 
-def test_tool_calls_and_results_are_rendered_as_text() -> None:
-    contents, _ = to_gemini_contents(
-        [
-            {"role": "user", "content": "weather?"},
+TOOL_TURN = [
+    {"role": "user", "content": "weather?"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
             {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "call_1",
-                        "type": "function",
-                        "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
-                    },
-                ],
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city":"Paris","days":2}'},
             },
-            {"role": "tool", "tool_call_id": "call_1", "content": "18°C"},
-            {"role": "user", "content": "thanks"},
-        ]
-    )
-    assert [(c["role"], texts(c)) for c in contents] == [
-        ("user", ["weather?"]),
-        ("model", ['[tool call get_weather]: {"city":"Paris"}']),
-        ("user", ["[tool result get_weather]: 18°C", "thanks"]),
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "18°C"},
+    {"role": "user", "content": "thanks"},
+]
+
+
+def test_tool_calls_and_results_become_function_parts() -> None:
+    contents, _ = to_gemini_contents(TOOL_TURN)
+    assert contents == [
+        {"role": "user", "parts": [{"text": "weather?"}]},
+        {
+            "role": "model",
+            "parts": [{"function_call": {"name": "get_weather", "args": {"city": "Paris", "days": 2}}}],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"function_response": {"name": "get_weather", "response": {"result": "18°C"}}},
+                {"text": "thanks"},
+            ],
+        },
     ]
+
+
+def test_restored_contents_stand_in_for_their_message() -> None:
+    restored = [
+        {
+            "role": "model",
+            "parts": [
+                {
+                    "function_call": {"name": "get_weather", "args": {"days": 2, "city": "Paris"}},
+                    "thought_signature": b"sig",
+                }
+            ],
+        }
+    ]
+    contents, _ = to_gemini_contents(TOOL_TURN, restored={1: restored})
+    assert contents[1] == restored[0]
+    assert list(contents[1]["parts"][0]["function_call"]["args"]) == ["days", "city"]  # Gemini's order kept
+    assert contents[2]["parts"][0]["function_response"]["name"] == "get_weather"
+
+
+def test_tool_arguments_that_are_not_json_name_the_field() -> None:
+    broken = [dict(m) for m in TOOL_TURN]
+    broken[1] = {**broken[1], "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{nope"}}]}
+    with pytest.raises(ValueError, match=r"messages\[1\]\.tool_calls\[0\]\.function\.arguments"):
+        to_gemini_contents(broken)
+
+
+def test_openai_tools_become_function_declarations() -> None:
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": " Weather. ",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        },
+        {"type": "function", "function": {"name": "now"}},
+        {"type": "retrieval"},
+    ]
+    assert to_gemini_tools(tools) == [
+        {
+            "name": "get_weather",
+            "description": "Weather.",
+            "parameters_json_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+        {"name": "now"},
+    ]
+    assert to_gemini_tools(None) == []
+    with pytest.raises(ValueError, match=r"tools\[0\]\.function\.name"):
+        to_gemini_tools([{"type": "function", "function": {}}])
+    with pytest.raises(ValueError, match="tools: expected a list"):
+        to_gemini_tools({"a": 1})
+    with pytest.raises(ValueError, match=r"tools\[0\]\.function\.parameters"):
+        to_gemini_tools([{"type": "function", "function": {"name": "x", "parameters": "no"}}])
 
 
 def test_empty_assistant_messages_are_skipped() -> None:

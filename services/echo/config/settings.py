@@ -213,6 +213,25 @@ class Settings(BaseSettings):
         description="Gemini models served as pipe models `echo.<model>` (comma-separated).",
     )
     llm_timeout_seconds: float = Field(120.0, gt=0, description="Timeout of one LLM call (s).")
+    pipe_max_tool_rounds: int = Field(
+        5,
+        ge=0,
+        le=50,
+        description=(
+            "Rounds of ECHO's own tools (search_memories, …) the pipe runs for one answer (count); past"
+            " them Gemini is asked to answer without tools. 5 covers a search refined a few times while"
+            " bounding the cost of a model that keeps calling."
+        ),
+    )
+    pipe_shadow_deadline_ms: int = Field(
+        1000,
+        gt=0,
+        description=(
+            "Longest a rich-shadow read or write of the pipe may take (ms); past it the call goes on with"
+            " the plain history (counted in echo_shadow_failures_total). Far above the few ms it takes, so"
+            " only a stalled store trips it."
+        ),
+    )
     llm_provider: Literal["auto", "gemini", "openai", "offline"] = Field(
         "auto",
         description=(

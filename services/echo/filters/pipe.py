@@ -1,14 +1,17 @@
 """The pipe models' own filter hooks (`/{echo.<model>}/filter/inlet|outlet`).
 
 Open WebUI calls the pipe's inlet last and its outlet first. The outlet masks secrets so the
-saved chat never keeps them; the inlet is where the rich-shadow issue will keep what it needs
-from `metadata` (which Open WebUI strips before `/chat/completions`); for now it passes through.
+saved chat never keeps them. The inlet keeps what the pipe needs from `metadata`, which Open WebUI
+strips before `/chat/completions`, in the top-level key `echo_ctx` (`echo.shadow.context`), which
+reaches it: chat, message, session and user ids, files, the model the turn started with, and the
+current user message's hash as it stands now (before Open WebUI wraps file texts around it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from echo import shadow
 from echo.filters import base
 from echo.filters import masking as masking_filter
 
@@ -26,7 +29,8 @@ class PipeFilter:
         self._on_masked = on_masked
 
     async def inlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
-        return body
+        context = shadow.from_inlet(body, ctx.user)
+        return {**body, shadow.ECHO_CTX_KEY: context.to_json()}
 
     async def outlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
         return await masking_filter.mask_and_report(body, self._on_masked, deadline=ctx.deadline)

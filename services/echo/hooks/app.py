@@ -16,8 +16,8 @@ from echo import metrics, supervision
 from echo.config import live as live_config
 from echo.config import settings as settings_module
 from echo.filters import registry
-from echo.hooks import chats, memories, ops, pipe, protocol, security, tools
-from echo.llm import gemini_chat
+from echo.hooks import chats, memories, ops, pipe, pipe_turn, protocol, security, server_tools, tools
+from echo.llm import gemini_chat, retries
 from echo.openwebui import client as openwebui_client
 
 __all__ = ["create_app"]
@@ -131,6 +131,14 @@ def create_app(
         log.exception("unhandled_error", path=request.url.path)
         return JSONResponse({"detail": "internal error; see the service logs"}, status_code=500)
 
+    pipe_options = pipe_turn.PipeOptions(
+        max_tool_rounds=settings.pipe_max_tool_rounds,
+        shadow_deadline_s=settings.pipe_shadow_deadline_ms / 1000,
+        retry=retries.RetryPolicy(
+            max_retries=settings.llm_max_retries, max_total_wait_s=settings.llm_retry_max_wait_seconds
+        ),
+    )
+    pipe_tools = server_tools.builtin_server_tools()
     app.include_router(ops.build_ops_router(config))
     app.include_router(tools.build_tools_router(auth))
     for prefix in ("", "/v1"):
@@ -161,6 +169,8 @@ def create_app(
                     pipe_ids=set(filter_set.pipes),
                     max_body_bytes=settings.max_body_bytes,
                     on_masked=_count_masked("pipe"),
+                    options=pipe_options,
+                    tools=pipe_tools,
                 ),
                 prefix=prefix,
                 dependencies=[Depends(auth)],

@@ -1,7 +1,12 @@
-"""`POST /chat/completions` for the `echo.<model>` pipe models: Gemini, answers masked as they stream.
+"""`POST /chat/completions` for the `echo.<model>` pipe models: Gemini with the rich shadow, answers
+masked as they stream.
 
-Errors before the first byte get a status (422 for a bad request, 502/503/504 for Gemini);
-an error mid-stream ends the stream with an OpenAI-style error event Open WebUI shows.
+The turn itself (suture, Gemini, ECHO's own tools, archive) is ``echo.hooks.pipe_turn``; this module
+speaks OpenAI: a JSON completion, or SSE chunks (`delta.content`, `delta.reasoning_content` for
+Gemini's thoughts, `delta.tool_calls` with `finish_reason: "tool_calls"` for the tools Open WebUI
+runs), then `data: [DONE]`. Errors before the first byte get a status and an OpenAI-style error body
+(422 for a bad request naming the field; 429 stays 429; other Gemini failures 502); an error
+mid-stream ends the stream with an error event and `[DONE]`.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from echo import bodies, masking, metrics
 from echo.filters import masking as masking_filter
-from echo.hooks import wire
+from echo.hooks import pipe_turn, server_tools, wire
 from echo.llm import gemini_chat
+from echo.store import shadow as shadow_store
 
 __all__ = ["build_pipe_router"]
 
@@ -31,6 +37,12 @@ OnMasked = Callable[[Mapping[str, int]], None]
 def _llm_status(error: gemini_chat.LLMError) -> int:
     """429 passes through (Open WebUI shows it as rate limiting); other upstream failures are 502."""
     return 429 if error.status == 429 else 502
+
+
+def _error_body(error: gemini_chat.LLMError) -> dict[str, Any]:
+    message = f"Gemini: {error}"
+    kind = "rate_limit_error" if error.status == 429 else "upstream_error"
+    return {"error": {"message": message, "type": kind, "code": error.status}, "detail": message}
 
 
 def _chunk(
@@ -53,10 +65,22 @@ def _chunk(
     return f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
 
 
+def _stream_tool_calls(calls: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    return [{"index": i, **call} for i, call in enumerate(calls)]
+
+
 def build_pipe_router(
-    *, chat: gemini_chat.GeminiChat, pipe_ids: Collection[str], max_body_bytes: int, on_masked: OnMasked
+    *,
+    chat: gemini_chat.GeminiChat,
+    pipe_ids: Collection[str],
+    max_body_bytes: int,
+    on_masked: OnMasked,
+    options: pipe_turn.PipeOptions | None = None,
+    tools: server_tools.ServerTools | None = None,
 ) -> APIRouter:
     router = APIRouter()
+    options = options or pipe_turn.PipeOptions()
+    tools = tools if tools is not None else server_tools.builtin_server_tools()
 
     def record(model: str, stream: bool, outcome: str) -> None:
         metrics.PIPE_REQUESTS.labels(model, str(stream).lower(), outcome).inc()
@@ -71,94 +95,96 @@ def build_pipe_router(
                 status_code=404, detail=f"unknown model {model!r}; pipe models: {sorted(pipe_ids)}"
             )
         stream = bool(payload.get("stream"))
-        ids = bodies.turn_ids(payload, payload.get("user") if isinstance(payload.get("user"), dict) else None)
-        structlog.contextvars.bind_contextvars(
-            pipe=model, chat_id=request.headers.get("x-openwebui-chat-id") or ids.chat_id, user_id=ids.user_id
+        user = payload.get("user") if isinstance(payload.get("user"), dict) else None
+        ids = bodies.turn_ids(payload, user)
+        user_id = request.headers.get("x-openwebui-user-id") or ids.user_id
+        chat_id = request.headers.get("x-openwebui-chat-id") or ids.chat_id
+        backends = getattr(request.app.state, "backends", None)
+        store = getattr(backends, "store", None)
+        turn = pipe_turn.PipeTurn(
+            chat=chat,
+            payload=payload,
+            store=shadow_store.ShadowStore(store) if store is not None else None,
+            tools=tools,
+            backends=backends,
+            options=options,
+            user_id=user_id,
+            chat_id=chat_id,
         )
-        started = time.perf_counter()
+        structlog.contextvars.bind_contextvars(pipe=model, chat_id=turn.chat_id, user_id=turn.user_id)
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
         try:
-            if not stream:
-                answer = await chat.complete(payload)
-            else:
-                deltas = chat.stream(payload)
-                first = await anext(deltas)  # surfaces bad requests and Gemini errors as a status
+            await turn.prepare()
+            await turn.open()
         except ValueError as error:
             record(model, stream, "error")
             raise wire.unprocessable([{"loc": ["body"], "msg": str(error), "type": "value_error"}]) from error
         except gemini_chat.LLMError as error:
             record(model, stream, "error")
             log.warning("pipe_llm_error", error=str(error), status=error.status)
-            raise HTTPException(status_code=_llm_status(error), detail=f"Gemini: {error}") from error
-        metrics.LLM_LATENCY.labels("gemini", model, "chat").observe(time.perf_counter() - started)
+            return JSONResponse(_error_body(error), status_code=_llm_status(error))
 
         if not stream:
-            content = await masking_filter.mask_text(answer.content)
-            reasoning = await masking_filter.mask_text(answer.reasoning)
-            for result in (content, reasoning):
-                if result.counts:
-                    on_masked(result.counts)
-            record(model, stream, "ok")
-            _count_tokens(model, answer.usage)
-            message: dict[str, Any] = {"role": "assistant", "content": content.text}
-            if reasoning.text:
-                message["reasoning_content"] = reasoning.text
-            return JSONResponse(
-                {
-                    "id": completion_id,
-                    "object": "chat.completion",
-                    "created": created,
-                    "model": model,
-                    "choices": [
-                        {"index": 0, "message": message, "finish_reason": answer.finish_reason or "stop"}
-                    ],
-                    "usage": answer.usage or {},
-                }
-            )
+            return await _complete(turn, completion_id, created, on_masked, record)
 
         async def events() -> AsyncIterator[bytes]:
             content_masker, reasoning_masker = masking.StreamMasker(), masking.StreamMasker()
-            finish: str | None = None
-            usage: dict[str, int] | None = None
-            outcome = "ok"
+            sent: list[str] = []
+            end: pipe_turn.TurnDelta | None = None
             yield _chunk(completion_id, model, created, {"role": "assistant", "content": ""})
             try:
-                async for delta in _chain(first, deltas):
+                async for delta in turn.events():
+                    if delta.finish_reason is not None:
+                        end = delta
+                        break
                     reasoning = reasoning_masker.feed(delta.reasoning) if delta.reasoning else ""
                     content = content_masker.feed(delta.content) if delta.content else ""
                     if reasoning:
                         yield _chunk(completion_id, model, created, {"reasoning_content": reasoning})
                     if content:
+                        sent.append(content)
                         yield _chunk(completion_id, model, created, {"content": content})
-                    finish = delta.finish_reason or finish
-                    usage = delta.usage or usage
-            except gemini_chat.LLMError as error:
-                outcome = "error"
-                log.warning("pipe_stream_error", error=str(error), status=error.status)
+            except Exception as error:  # a broken stream: whatever broke, the client gets an end
+                status = error.status if isinstance(error, gemini_chat.LLMError) else None
+                if status is not None or isinstance(error, gemini_chat.LLMError):
+                    log.warning("pipe_stream_error", error=str(error), status=status)
+                else:
+                    log.exception("pipe_stream_failed")
                 for key, masker in (("reasoning_content", reasoning_masker), ("content", content_masker)):
                     rest = masker.flush()
                     if rest:
                         yield _chunk(completion_id, model, created, {key: rest})
-                failure = {
-                    "error": {"message": f"Gemini: {error}", "type": "upstream_error", "code": error.status}
-                }
+                if isinstance(error, gemini_chat.LLMError):
+                    message = f"Gemini: {error}"
+                else:
+                    message = "ECHO: the answer broke off; see the service logs"
+                failure = {"error": {"message": message, "type": "upstream_error", "code": status}}
                 yield f"data: {json.dumps(failure)}\n\n".encode()
                 yield b"data: [DONE]\n\n"
-                record(model, True, outcome)
+                record(model, True, "error")
                 return
             tail_reasoning, tail_content = reasoning_masker.flush(), content_masker.flush()
             if tail_reasoning:
                 yield _chunk(completion_id, model, created, {"reasoning_content": tail_reasoning})
             if tail_content:
+                sent.append(tail_content)
                 yield _chunk(completion_id, model, created, {"content": tail_content})
             for masker in (reasoning_masker, content_masker):
                 if masker.counts:
                     on_masked(masker.counts)
-            yield _chunk(completion_id, model, created, {}, finish or "stop", usage)
+            await turn.archive("".join(sent))  # before the end: a tool call's follow-up comes at once
+            finish = end.finish_reason if end is not None else "stop"
+            usage = end.usage if end is not None else None
+            if end is not None and end.tool_calls:
+                yield _chunk(
+                    completion_id, model, created, {"tool_calls": _stream_tool_calls(end.tool_calls)}
+                )
+            yield _chunk(completion_id, model, created, {}, finish, usage)
             yield b"data: [DONE]\n\n"
-            record(model, True, outcome)
+            record(model, True, "ok")
             _count_tokens(model, usage)
+            metrics.PIPE_LATENCY.labels(model, "total").observe(time.perf_counter() - turn.started)
 
         return StreamingResponse(
             events(),
@@ -169,12 +195,52 @@ def build_pipe_router(
     return router
 
 
-async def _chain(
-    first: gemini_chat.ChatDelta, rest: AsyncIterator[gemini_chat.ChatDelta]
-) -> AsyncIterator[gemini_chat.ChatDelta]:
-    yield first
-    async for delta in rest:
-        yield delta
+async def _complete(
+    turn: pipe_turn.PipeTurn,
+    completion_id: str,
+    created: int,
+    on_masked: OnMasked,
+    record: Callable[[str, bool, str], None],
+) -> JSONResponse:
+    model = turn.pipe_model
+    contents: list[str] = []
+    reasonings: list[str] = []
+    end = pipe_turn.TurnDelta(finish_reason="stop")
+    try:
+        async for delta in turn.events():
+            if delta.finish_reason is not None:
+                end = delta
+                break
+            contents.append(delta.content)
+            reasonings.append(delta.reasoning)
+    except gemini_chat.LLMError as error:
+        record(model, False, "error")
+        log.warning("pipe_llm_error", error=str(error), status=error.status)
+        return JSONResponse(_error_body(error), status_code=_llm_status(error))
+    content = await masking_filter.mask_text("".join(contents))
+    reasoning = await masking_filter.mask_text("".join(reasonings))
+    for result in (content, reasoning):
+        if result.counts:
+            on_masked(result.counts)
+    await turn.archive(content.text)
+    message: dict[str, Any] = {"role": "assistant", "content": content.text}
+    if reasoning.text:
+        message["reasoning_content"] = reasoning.text
+    if end.tool_calls:
+        message["tool_calls"] = list(end.tool_calls)
+    record(model, False, "ok")
+    _count_tokens(model, end.usage)
+    metrics.PIPE_LATENCY.labels(model, "total").observe(time.perf_counter() - turn.started)
+    return JSONResponse(
+        {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": end.finish_reason or "stop"}],
+            "usage": end.usage or {},
+        }
+    )
 
 
 def _count_tokens(model: str, usage: Mapping[str, int] | None) -> None:

@@ -3,7 +3,11 @@
 ``GeminiChat`` takes an OpenAI chat-completions body (see ``openai_to_gemini``) and answers with
 ``ChatDelta`` values: thought parts go to ``reasoning``, other text to ``content``, Gemini finish
 reasons become OpenAI ones and usage is given in OpenAI keys. A stream yields the text deltas as
-they arrive, then one last delta carrying ``finish_reason`` and ``usage``.
+they arrive, then one last delta carrying ``finish_reason`` and ``usage``. Each delta also carries
+the raw ``parts`` of its chunk as plain data (``echo.shadow.parts.PartDict``: thought signatures as
+bytes, function calls with their arguments as Gemini wrote them), which the pipe keeps in the rich
+shadow; ``stream_contents`` takes contents and a config already in Gemini's shapes (the pipe's
+suture builds them).
 
 Every failure of the call (API errors, transport errors, timeouts) surfaces as one ``LLMError``
 saying whether a retry may succeed (429, 408, 5xx, timeouts and connection failures);
@@ -15,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from google import genai
@@ -25,6 +29,7 @@ from google.genai import errors, types
 from echo.llm import openai_to_gemini
 from echo.llm.errors import LLMError
 from echo.llm.retries import parse_retry_after
+from echo.shadow.parts import ContentDict, PartDict
 
 __all__ = [
     "ChatDelta",
@@ -32,6 +37,7 @@ __all__ = [
     "LLMError",
     "map_finish_reason",
     "map_usage",
+    "part_dict",
     "sdk_request",
     "translate_error",
 ]
@@ -78,12 +84,14 @@ _CONTENT_FILTER = frozenset(
 
 @dataclass(frozen=True)
 class ChatDelta:
-    """A piece of an answer; usage uses the OpenAI keys prompt_tokens, completion_tokens, total_tokens."""
+    """A piece of an answer; usage uses the OpenAI keys prompt_tokens, completion_tokens, total_tokens.
+    ``parts``: the chunk's raw parts (not compared: two deltas are equal when they say the same)."""
 
     content: str = ""
     reasoning: str = ""
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
+    parts: tuple[PartDict, ...] = field(default=(), compare=False)
 
 
 def map_finish_reason(reason: types.FinishReason | str | None) -> str:
@@ -104,19 +112,46 @@ def map_usage(usage: types.GenerateContentResponseUsageMetadata | None) -> dict[
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
 
 
-def _split(response: types.GenerateContentResponse) -> tuple[str, str, str | None]:
-    """``(content, reasoning, gemini finish reason)`` of one response or stream chunk."""
+def part_dict(part: types.Part) -> PartDict | None:
+    """One SDK part as plain data; None for kinds the pipe does not keep (code execution, files)."""
+    out: PartDict = {}
+    if part.function_call is not None:
+        out["function_call"] = {
+            "name": part.function_call.name or "",
+            "args": dict(part.function_call.args or {}),
+        }
+    elif part.inline_data is not None and part.inline_data.data is not None:
+        out["inline_data"] = {"mime_type": part.inline_data.mime_type or "", "data": part.inline_data.data}
+    elif part.text is not None:
+        out["text"] = part.text
+    elif part.thought_signature:
+        out["text"] = ""  # a signature on a part of its own
+    else:
+        return None
+    if part.thought:
+        out["thought"] = True
+    if part.thought_signature:
+        out["thought_signature"] = part.thought_signature
+    return out
+
+
+def _split(response: types.GenerateContentResponse) -> tuple[str, str, str | None, tuple[PartDict, ...]]:
+    """``(content, reasoning, gemini finish reason, parts)`` of one response or stream chunk."""
     if not response.candidates:
         blocked = response.prompt_feedback and response.prompt_feedback.block_reason
-        return "", "", "SAFETY" if blocked else None
+        return "", "", "SAFETY" if blocked else None, ()
     candidate = response.candidates[0]
     content: list[str] = []
     reasoning: list[str] = []
+    parts: list[PartDict] = []
     for part in (candidate.content.parts if candidate.content else None) or []:
-        if part.text:
+        if part.text and part.function_call is None:
             (reasoning if part.thought else content).append(part.text)
+        kept = part_dict(part)
+        if kept is not None:
+            parts.append(kept)
     reason = candidate.finish_reason
-    return "".join(content), "".join(reasoning), getattr(reason, "value", reason)
+    return "".join(content), "".join(reasoning), getattr(reason, "value", reason), tuple(parts)
 
 
 def _retry_after(exc: errors.APIError) -> float | None:
@@ -183,12 +218,32 @@ class GeminiChat:
         response = await self._call(
             lambda: self._client.models.generate_content(model=model, contents=contents, config=config)
         )
-        content, reasoning, reason = _split(response)
-        return ChatDelta(content, reasoning, map_finish_reason(reason), map_usage(response.usage_metadata))
+        content, reasoning, reason, parts = _split(response)
+        return ChatDelta(
+            content, reasoning, map_finish_reason(reason), map_usage(response.usage_metadata), parts
+        )
 
     async def stream(self, body: Mapping[str, Any]) -> AsyncIterator[ChatDelta]:
         """Text deltas as Gemini streams them, then a final delta with ``finish_reason`` and ``usage``."""
         model, contents, config = self._request(body)
+        async for delta in self._stream(model, contents, config):
+            yield delta
+
+    def stream_contents(
+        self, model: str, contents: Sequence[ContentDict], config: Mapping[str, Any]
+    ) -> AsyncIterator[ChatDelta]:
+        """``stream`` for contents and a ``GenerateContentConfig`` in plain data (snake_case fields:
+        ``system_instruction``, sampling fields, ``tools``, ``tool_config``); thoughts are included
+        and automatic function calling is off (the caller runs the tools)."""
+        sdk_contents = [types.Content.model_validate(content) for content in contents]
+        sdk_config = types.GenerateContentConfig.model_validate(dict(config))
+        sdk_config.thinking_config = types.ThinkingConfig(include_thoughts=True)
+        sdk_config.automatic_function_calling = types.AutomaticFunctionCallingConfig(disable=True)
+        return self._stream(openai_to_gemini.gemini_model_id(model), sdk_contents, sdk_config)
+
+    async def _stream(
+        self, model: str, contents: list[types.Content], config: types.GenerateContentConfig
+    ) -> AsyncIterator[ChatDelta]:
         chunks = await self._call(
             lambda: self._client.models.generate_content_stream(model=model, contents=contents, config=config)
         )
@@ -201,11 +256,11 @@ class GeminiChat:
                     chunk = await self._call(lambda: anext(iterator))
                 except StopAsyncIteration:
                     break
-                content, reasoning, chunk_reason = _split(chunk)
+                content, reasoning, chunk_reason, parts = _split(chunk)
                 reason = chunk_reason or reason
                 usage = map_usage(chunk.usage_metadata) or usage
-                if content or reasoning:
-                    yield ChatDelta(content=content, reasoning=reasoning)
+                if content or reasoning or parts:
+                    yield ChatDelta(content=content, reasoning=reasoning, parts=parts)
         finally:
             close = getattr(iterator, "aclose", None)
             if close is not None:

@@ -7,7 +7,11 @@ fields ``temperature``, ``top_p``, ``max_tokens`` / ``max_completion_tokens``, `
 Rules: system and developer messages, wherever they stand, are joined into ``system_instruction``;
 ``assistant`` becomes role ``model``; consecutive messages of one role are merged into one content;
 ``data:`` image URLs become ``inline_data`` parts, other URLs a ``[image: <url>]`` text (nothing is
-fetched); unknown part types are dropped. Tool calls and tool results are rendered as text for now.
+fetched); unknown part types are dropped. An assistant's ``tool_calls`` become ``function_call`` parts
+(arguments parsed from their JSON text), a ``tool`` message a ``function_response`` part
+``{"result": <its text>}`` named after the call it answers. ``restored`` (the rich shadow's suture)
+replaces the conversion of given messages by stored contents. OpenAI ``tools`` become Gemini
+function declarations (``to_gemini_tools``), their JSON schemas passed as they are.
 Malformed input raises ``ValueError`` naming the offending field.
 
 The result is plain data in the Gemini API's shapes (``ContentDict``, ``PartDict``,
@@ -24,42 +28,27 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 from urllib.parse import unquote_to_bytes
 
+from echo.shadow.parts import BlobDict, ContentDict, FunctionCallDict, PartDict
+
 __all__ = [
     "PIPE_MODEL_PREFIX",
     "BlobDict",
     "ContentDict",
+    "FunctionCallDict",
+    "FunctionDeclarationDict",
     "GenerationConfigDict",
     "PartDict",
     "gemini_model_id",
+    "message_parts",
     "to_gemini_config",
     "to_gemini_contents",
     "to_gemini_request",
+    "to_gemini_tools",
 ]
 
 PIPE_MODEL_PREFIX = "echo."
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 _ROLES = {"user": "user", "assistant": "model", "tool": "user", "function": "user"}
-
-
-class BlobDict(TypedDict):
-    """Inline bytes of a part (Gemini ``Blob``)."""
-
-    mime_type: str
-    data: bytes
-
-
-class PartDict(TypedDict, total=False):
-    """One part of a content (Gemini ``Part``): ``text`` or ``inline_data``."""
-
-    text: str
-    inline_data: BlobDict
-
-
-class ContentDict(TypedDict):
-    """One turn (Gemini ``Content``): role ``user`` or ``model`` and its parts, in order."""
-
-    role: str
-    parts: list[PartDict]
 
 
 class GenerationConfigDict(TypedDict, total=False):
@@ -71,6 +60,14 @@ class GenerationConfigDict(TypedDict, total=False):
     max_output_tokens: int
     stop_sequences: list[str]
     seed: int
+
+
+class FunctionDeclarationDict(TypedDict, total=False):
+    """One tool the model may call (Gemini ``FunctionDeclaration``), its parameters a JSON schema."""
+
+    name: str
+    description: str
+    parameters_json_schema: dict[str, Any]
 
 
 def gemini_model_id(pipe_model: str) -> str:
@@ -86,10 +83,14 @@ def to_gemini_request(body: Mapping[str, Any]) -> tuple[list[ContentDict], Gener
     return contents, to_gemini_config(body, system_instruction=system)
 
 
-def to_gemini_contents(messages: Any) -> tuple[list[ContentDict], str | None]:
-    """``(contents, system_instruction)`` from an OpenAI ``messages`` list."""
+def to_gemini_contents(
+    messages: Any, *, restored: Mapping[int, Sequence[ContentDict]] | None = None
+) -> tuple[list[ContentDict], str | None]:
+    """``(contents, system_instruction)`` from an OpenAI ``messages`` list; ``restored`` maps a message
+    index to the contents that stand in its place."""
     if not isinstance(messages, list) or not messages:
         raise ValueError("messages: expected a non-empty list")
+    restored = restored or {}
     system: list[str] = []
     contents: list[ContentDict] = []
     tool_names: dict[str, str] = {}
@@ -106,24 +107,73 @@ def to_gemini_contents(messages: Any) -> tuple[list[ContentDict], str | None]:
             continue
         if role not in _ROLES:
             raise ValueError(f"{where}.role: unsupported role {role!r}")
-        parts = _parts(message.get("content"), where)
         if role == "assistant":
-            parts += _tool_call_parts(message.get("tool_calls"), tool_names)
-        elif role in ("tool", "function"):
-            name = tool_names.get(str(message.get("tool_call_id")), message.get("name") or "tool")
-            result = "".join(p.get("text", "") for p in parts)
-            parts = [{"text": f"[tool result {name}]: {result}"}]
-        has_user = has_user or (role == "user" and bool(parts))
-        if not parts:
+            _remember_names(message.get("tool_calls"), tool_names)
+        stand_in = restored.get(i)
+        if stand_in is not None:
+            for content in stand_in:
+                has_user = has_user or (content["role"] == "user" and bool(content["parts"]))
+                _append(contents, content["role"], list(content["parts"]))
             continue
-        gemini_role = _ROLES[role]
-        if contents and contents[-1]["role"] == gemini_role:
-            contents[-1]["parts"].extend(parts)
-        else:
-            contents.append({"role": gemini_role, "parts": parts})
+        parts = message_parts(message, where, tool_names)
+        has_user = has_user or (role == "user" and bool(parts))
+        _append(contents, _ROLES[role], parts)
     if not has_user:
         raise ValueError("messages: no user message with content")
     return contents, "\n\n".join(system) or None
+
+
+def _append(contents: list[ContentDict], role: str, parts: list[PartDict]) -> None:
+    """Consecutive messages of one role are merged into one content."""
+    if not parts:
+        return
+    if contents and contents[-1]["role"] == role:
+        contents[-1]["parts"].extend(parts)
+    else:
+        contents.append({"role": role, "parts": parts})
+
+
+def message_parts(
+    message: Mapping[str, Any], where: str = "message", tool_names: Mapping[str, str] | None = None
+) -> list[PartDict]:
+    """The Gemini parts of one user, assistant or tool message."""
+    role = message.get("role")
+    parts = _parts(message.get("content"), where)
+    if role == "assistant":
+        return parts + _function_calls(message.get("tool_calls"), where)
+    if role in ("tool", "function"):
+        call_id = str(message.get("tool_call_id"))
+        name = (tool_names or {}).get(call_id) or message.get("name") or "tool"
+        result = "".join(p.get("text", "") for p in parts)
+        return [{"function_response": {"name": str(name), "response": {"result": result}}}]
+    return parts
+
+
+def to_gemini_tools(tools: Any) -> list[FunctionDeclarationDict]:
+    """OpenAI ``tools`` (type ``function``) as Gemini function declarations; other types are skipped."""
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise ValueError("tools: expected a list")
+    declarations: list[FunctionDeclarationDict] = []
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, Mapping) or tool.get("type", "function") != "function":
+            continue
+        function = tool.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"tools[{i}].function.name: expected a non-empty string")
+        declaration: FunctionDeclarationDict = {"name": name}
+        description = function.get("description") if isinstance(function, Mapping) else None
+        if isinstance(description, str) and description.strip():
+            declaration["description"] = description.strip()
+        parameters = function.get("parameters") if isinstance(function, Mapping) else None
+        if parameters is not None:
+            if not isinstance(parameters, Mapping):
+                raise ValueError(f"tools[{i}].function.parameters: expected a JSON schema object")
+            declaration["parameters_json_schema"] = dict(parameters)
+        declarations.append(declaration)
+    return declarations
 
 
 def to_gemini_config(
@@ -208,20 +258,34 @@ def _image_part(url: str, where: str) -> PartDict:
     return {"inline_data": {"mime_type": mime or "text/plain", "data": data}}
 
 
-def _tool_call_parts(tool_calls: Any, names: dict[str, str]) -> list[PartDict]:
-    """Renders assistant ``tool_calls`` as text, remembering each call id's function name."""
+def _remember_names(tool_calls: Any, names: dict[str, str]) -> None:
+    """Each call id's function name, for the tool messages that answer it."""
+    if not isinstance(tool_calls, list):
+        return
+    for call in tool_calls:
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(function, Mapping) and call.get("id") is not None:
+            names[str(call["id"])] = str(function.get("name") or "tool")
+
+
+def _function_calls(tool_calls: Any, where: str) -> list[PartDict]:
+    """An assistant's ``tool_calls`` as ``function_call`` parts, arguments parsed from their JSON text."""
     if not isinstance(tool_calls, list):
         return []
     parts: list[PartDict] = []
-    for call in tool_calls:
+    for j, call in enumerate(tool_calls):
         function = call.get("function") if isinstance(call, Mapping) else None
         if not isinstance(function, Mapping):
             continue
-        name = str(function.get("name") or "tool")
-        if call.get("id") is not None:
-            names[str(call["id"])] = name
         arguments = function.get("arguments")
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        parts.append({"text": f"[tool call {name}]: {arguments}"})
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except (ValueError, RecursionError) as exc:
+                raise ValueError(f"{where}.tool_calls[{j}].function.arguments: not JSON text") from exc
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            arguments = {"value": arguments}
+        parts.append({"function_call": {"name": str(function.get("name") or "tool"), "args": arguments}})
     return parts
