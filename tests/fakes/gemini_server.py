@@ -45,7 +45,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-__all__ = ["FakeGemini", "RecordedRequest", "fake_embedding"]
+__all__ = ["FakeGemini", "RecordedRequest", "fake_embedding", "signature_bytes", "signature_problem"]
 
 JSON = dict[str, Any]
 _STATUS_NAMES = {
@@ -109,8 +109,7 @@ def _b64(signature: bytes | str) -> str:
 
 
 PLACEHOLDER_SIGNATURES = frozenset(
-    base64.b64encode(value).decode()
-    for value in (b"skip_thought_signature_validator", b"context_engineering_is_the_way_to_go")
+    (b"skip_thought_signature_validator", b"context_engineering_is_the_way_to_go")
 )
 MISSING_SIGNATURE = (
     "Function call is missing a thought_signature in functionCall parts. This is required for tools to work"
@@ -120,14 +119,19 @@ MISSING_SIGNATURE = (
 )
 
 
-def signature_problem(body: JSON, issued: Iterable[str]) -> str | None:
+def signature_bytes(text: str) -> bytes:
+    """A signature as sent: base64, standard or URL-safe alphabet (the SDK writes the latter)."""
+    return base64.urlsafe_b64decode(text.replace("+", "-").replace("/", "_"))
+
+
+def signature_problem(body: JSON, issued: Iterable[bytes]) -> str | None:
     """Why Gemini would refuse this request's thought signatures, or None (see the module docstring)."""
     contents = [c for c in body.get("contents", []) if isinstance(c, dict)]
     known = set(issued) | PLACEHOLDER_SIGNATURES
     for content in contents:
         for part in content.get("parts", []):
             signature = part.get("thoughtSignature")
-            if signature is not None and signature not in known:
+            if signature is not None and signature_bytes(signature) not in known:
                 return "Corrupted thought signature."
     start = 0
     for i, content in enumerate(contents):
@@ -221,8 +225,8 @@ class FakeGemini:
         """Computes the answer text of a generation from its request body when nothing is scripted."""
         self.require_signatures = True
         """Refuse requests whose thought signatures Gemini would refuse (see the module docstring)."""
-        self.issued_signatures: set[str] = set()
-        """Every thought signature (base64) a scripted reply carried."""
+        self.issued_signatures: set[bytes] = set()
+        """Every thought signature (its bytes) a scripted reply carried."""
         self._ready_timeout_s = ready_timeout_s
         self._lock = threading.Lock()
         self._replies: dict[str, deque[_Reply]] = {"generate": deque(), "embed": deque()}
@@ -404,7 +408,7 @@ class FakeGemini:
                 for candidate in chunk.get("candidates", []):
                     for part in candidate.get("content", {}).get("parts", []):
                         if "thoughtSignature" in part:
-                            self.issued_signatures.add(part["thoughtSignature"])
+                            self.issued_signatures.add(signature_bytes(part["thoughtSignature"]))
             self._replies[queue].append(reply)
 
     def _pop(self, queue: str) -> _Reply | None:
