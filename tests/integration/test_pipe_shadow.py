@@ -522,3 +522,22 @@ async def test_a_store_that_is_down_leaves_the_chat_working(
             metrics = (await http.get("/metrics")).text
     for stage in ("restore", "record", "archive"):
         assert f'echo_shadow_failures_total{{reason="store",stage="{stage}"}}' in metrics
+
+
+async def test_the_captured_inlet_gives_the_pipe_what_open_webui_strips(http: httpx.AsyncClient) -> None:
+    captured = FIXTURES / "tool_flow" / "001_inlet.json"
+    if not captured.exists():
+        pytest.skip(f"{captured} is absent (../shared is not checked out)")
+    request = json.loads(captured.read_text())["body"]
+    pipe_body = {**request["body"], "model": PIPE}
+    answer = await http.post(f"/{PIPE}/filter/inlet", json={"body": pipe_body, "user": request["user"]})
+    assert answer.status_code == 200
+    context = answer.json()["echo_ctx"]
+    metadata = request["body"]["metadata"]
+    assert context["chat_id"] == metadata["chat_id"]
+    assert context["user_id"] == request["user"]["id"]
+    assert context["user_message_id"] == metadata["user_message_id"]
+    assert context["message_id"] == metadata["message_id"]
+    assert context["model"] == metadata["model"]["id"]
+    assert context["user_position"] == 0 and len(context["user_invariant"]) == 64
+    assert "metadata" in answer.json()  # the inlet adds its key and leaves the rest to Open WebUI

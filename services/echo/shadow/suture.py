@@ -109,4 +109,6 @@ def plan_suture(
             else:
                 misses["signatures"] += 1
             hits["tool_calls"] += int(has_calls)
-    return Suture(restored, dict(hits), dict(misses), unreadable, size)
+    kept_hits = {kind: n for kind, n in hits.items() if n}
+    kept_misses = {kind: n for kind, n in misses.items() if n}
+    return Suture(restored, kept_hits, kept_misses, unreadable, size)
