@@ -246,7 +246,8 @@ async def test_open_webui_tool_round_trip_sends_back_the_signature_and_arguments
     ]
     gemini.reply_stream(["It is sunny", " in Paris."], thought_signature=SIG_ANSWER)
     second, _ = await turn(http, history, tools=openwebui_tools(), echo_ctx=ctx)
-    assert second.content == "It is sunny in Paris." and second.finish_reason == "stop"
+    assert second.content == "It is sunny in Paris."
+    assert second.finish_reason == "stop"
     sent = gemini.requests[-1].body["contents"]
     assert sent[1]["role"] == "model"
     assert sent[1]["parts"][0] == {"text": "Weather: ask the tool.", "thought": True}
@@ -286,11 +287,19 @@ async def test_a_follow_up_the_shadow_does_not_know_gets_the_placeholder_signatu
 ) -> None:
     history = [
         {"role": "user", "content": "What is the weather in Rome?"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "call_x", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Rome"}'}}
-        ]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_x",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city":"Rome"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_x", "content": "rain"},
-    ]  # fmt: skip
+    ]
     gemini.reply_text("Take an umbrella.")
     answer, _ = await turn(http, history, tools=[WEATHER_TOOL])
     assert answer.content == "Take an umbrella."
@@ -337,7 +346,8 @@ async def test_echo_tools_run_in_the_pipe_journaled_and_restored_in_later_turns(
     gemini.reply_function_calls([("search_memories", {"query": fact})], SIG_CALL)
     gemini.reply_text("Your dog is Pixel.", thought_signature=SIG_ANSWER)
     answer, _ = await turn(http, question)
-    assert answer.content == "Your dog is Pixel." and not answer.tool_calls
+    assert answer.content == "Your dog is Pixel."
+    assert not answer.tool_calls
     followed = gemini.requests[-1].body["contents"]
     assert signed(followed[1]["parts"][0]) == SIG_CALL
     response = followed[2]["parts"][0]["functionResponse"]
@@ -346,7 +356,8 @@ async def test_echo_tools_run_in_the_pipe_journaled_and_restored_in_later_turns(
     journal = await store.fetchrow(
         "SELECT executor, response::text FROM tool_journal WHERE user_id = $1", USER["id"]
     )
-    assert journal is not None and journal["executor"] == "echo"
+    assert journal is not None
+    assert journal["executor"] == "echo"
     assert json.loads(journal["response"])["memories"][0]["summary"] == fact
 
     # Open WebUI only knows the final text; the next turn gets the call and its result back.
@@ -361,7 +372,8 @@ async def test_echo_tools_run_in_the_pipe_journaled_and_restored_in_later_turns(
     assert [c["role"] for c in sent] == ["user", "model", "user", "model", "user"]
     assert sent[1]["parts"][0]["functionCall"] == {"name": "search_memories", "args": {"query": fact}}
     assert sent[2]["parts"][0]["functionResponse"]["response"]["memories"][0]["summary"] == fact
-    assert sent[3]["parts"][0]["text"] == "Your dog is Pixel." and signed(sent[3]["parts"][0]) == SIG_ANSWER
+    assert sent[3]["parts"][0]["text"] == "Your dog is Pixel."
+    assert signed(sent[3]["parts"][0]) == SIG_ANSWER
 
 
 async def test_echo_tool_rounds_are_bounded(http: httpx.AsyncClient, gemini: FakeGemini) -> None:
@@ -477,7 +489,8 @@ async def test_users_never_share_shadow_rows(
     assert model_contents(gemini)[0]["parts"] == [{"text": "Same answer."}]  # not Ada's signature
     assert await rows(store, "suture_index", "u-bob") == 2  # bob's own turn and answer
     forgotten = await shadow_store.ShadowStore(store).forget(USER["id"])
-    assert forgotten["suture_index"] == 2 and forgotten["cognitive_signatures"] == 1
+    assert forgotten["suture_index"] == 2
+    assert forgotten["cognitive_signatures"] == 1
     for table in ("suture_index", "rich_payloads", "cognitive_signatures", "tool_journal"):
         assert await rows(store, table) == 0
     assert await rows(store, "suture_index", "u-bob") == 2
@@ -489,7 +502,8 @@ async def test_the_users_turn_is_recorded_before_gemini_is_called(
     gemini.reply_error(400, "bad request upstream")
     body = {"model": PIPE, "stream": True, "messages": [{"role": "user", "content": "Lost?"}], "user": USER}
     answer = await http.post("/chat/completions", json=body)
-    assert answer.status_code == 502 and answer.json()["error"]["code"] == 400
+    assert answer.status_code == 502
+    assert answer.json()["error"]["code"] == 400
     recorded = await store.fetch(
         "SELECT role, position, parent_hash FROM suture_index WHERE user_id = $1", USER["id"]
     )
@@ -539,5 +553,6 @@ async def test_the_captured_inlet_gives_the_pipe_what_open_webui_strips(http: ht
     assert context["user_message_id"] == metadata["user_message_id"]
     assert context["message_id"] == metadata["message_id"]
     assert context["model"] == metadata["model"]["id"]
-    assert context["user_position"] == 0 and len(context["user_invariant"]) == 64
+    assert context["user_position"] == 0
+    assert len(context["user_invariant"]) == 64
     assert "metadata" in answer.json()  # the inlet adds its key and leaves the rest to Open WebUI
