@@ -14,6 +14,7 @@ import yaml
 from fakes.shared_data import SHARED
 
 import echo.aec as aec
+from echo import chain
 from echo.config.valves import ContextValves
 
 # Seed 000's example block, as the seed writes it.
@@ -418,3 +419,14 @@ def test_plan_statuses_match_the_migration() -> None:
     )
     assert check is not None
     assert tuple(value.strip(" '") for value in check.group(1).split(",")) == aec.PLAN_STATUSES
+
+
+@pytest.mark.parametrize("text", HOSTILE[:12])
+def test_the_hash_chain_removes_the_whole_block_whatever_its_values(text: str) -> None:
+    env = aec.AecEnvironment(
+        "0.1.0", text, "2026-05-31 14:00", text, "UTC",
+        files=(aec.FileEntry(text or "f", text, text, text, text),),
+        plans=(aec.PlanEntry(text, text, text),),
+    )  # fmt: skip
+    turn = "Quelle heure est-il ?"
+    assert chain.normalize_text(f"{aec.render_block(env)}\n{turn}") == chain.normalize_text(turn)
