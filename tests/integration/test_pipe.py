@@ -137,7 +137,8 @@ def test_gemini_errors_become_clear_statuses(
     assert answer.status_code == expected
     assert "model overloaded" in answer.json()["detail"]
     error = answer.json()["error"]  # OpenAI's error shape, which Open WebUI shows
-    assert "model overloaded" in error["message"] and error["code"] == upstream
+    assert "model overloaded" in error["message"]
+    assert error["code"] == upstream
     assert gemini.pending == 0
 
 
