@@ -430,3 +430,16 @@ def test_the_hash_chain_removes_the_whole_block_whatever_its_values(text: str) -
     )  # fmt: skip
     turn = "Quelle heure est-il ?"
     assert chain.normalize_text(f"{aec.render_block(env)}\n{turn}") == chain.normalize_text(turn)
+
+
+def test_the_readmes_example_is_what_render_block_writes() -> None:
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    example = re.search(
+        r"```yaml\n(<environnement_contexte>\n.*?</environnement_contexte>)\n```", readme, re.DOTALL
+    )
+    assert example is not None
+    env = aec.AecEnvironment(
+        "0.1.0", "Ada Lovelace", SEED_ENV.datetime, SEED_ENV.location, SEED_ENV.timezone,
+        files=SEED_ENV.files, plans=SEED_ENV.plans, codex=SEED_ENV.codex[:1],
+    )  # fmt: skip
+    assert example.group(1) == aec.render_block(env)
