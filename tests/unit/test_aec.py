@@ -15,7 +15,10 @@ from fakes.shared_data import SHARED
 
 import echo.aec as aec
 from echo import chain
+from echo.config.live import LiveConfig
+from echo.config.settings import Settings
 from echo.config.valves import ContextValves
+from echo.errors import ConfigError
 
 # Seed 000's example block, as the seed writes it.
 SEED_BLOCK = """<environnement_contexte>
@@ -443,3 +446,20 @@ def test_the_readmes_example_is_what_render_block_writes() -> None:
         files=SEED_ENV.files, plans=SEED_ENV.plans, codex=SEED_ENV.codex[:1],
     )  # fmt: skip
     assert example.group(1) == aec.render_block(env)
+
+
+def test_a_valves_file_with_an_unknown_default_zone_is_refused_naming_the_field(
+    tmp_path: pathlib.Path,
+) -> None:
+    valves_file = tmp_path / "valves.yaml"
+    valves_file.write_text("echo_context:\n  AEC_DEFAULT_TIMEZONE: Europe/Atlantis\n")
+    config = LiveConfig(Settings(data_dir=tmp_path, valves_file=valves_file))
+    with pytest.raises(
+        ConfigError, match=r"valves\.yaml: echo_context\.AEC_DEFAULT_TIMEZONE.*Europe/Atlantis"
+    ):
+        config.load()
+    valves_file.write_text("echo_context:\n  AEC_DEFAULT_TIMEZONE: America/Montreal\n  ENABLE_AEC: false\n")
+    config.load()
+    loaded = config.valves("echo_context")
+    assert isinstance(loaded, ContextValves)
+    assert (loaded.AEC_DEFAULT_TIMEZONE, loaded.ENABLE_AEC) == ("America/Montreal", False)
