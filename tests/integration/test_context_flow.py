@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fakes import documents
 from fakes.memory_service import MemoryService, memory_service, until
 from fakes.openwebui_files import OWUI_FILES_KEY, FakeFiles, fake_files
@@ -64,6 +65,10 @@ def user_text(body: dict[str, Any]) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(p.get("text", "") for p in content if p.get("type") == "text")
+
+
+def without_aec(text: str) -> str:
+    return re.sub(r"\A<environnement_contexte>.*?</environnement_contexte>\s*", "", text, flags=re.DOTALL)
 
 
 def modes(body: dict[str, Any]) -> list[str]:
@@ -247,7 +252,7 @@ async def test_an_unknown_or_failing_file_is_left_to_openwebui(
     body = inlet_body("hello", [item])
     out = await inlet(service, body)
     assert out["files"] == [item]
-    assert out["messages"] == body["messages"]
+    assert without_aec(user_text(out)) == "hello"
 
 
 async def test_a_403_files_api_leaves_files_to_openwebui(dsn: str, tmp_path: Path, files: FakeFiles) -> None:
@@ -258,7 +263,7 @@ async def test_a_403_files_api_leaves_files_to_openwebui(dsn: str, tmp_path: Pat
         body = inlet_body("hello", [item])
         out = await inlet(running, body)
         assert out["files"] == [item]
-        assert out["messages"] == body["messages"]
+        assert without_aec(user_text(out)) == "hello"
     async with memory_service(
         dsn, tmp_path / "unreachable", openwebui_url="http://127.0.0.1:9", openwebui_api_key="k"
     ) as running:
@@ -278,3 +283,64 @@ async def test_without_a_files_api_files_are_left_but_body_text_is_used(dsn: str
         out = await inlet(running, inlet_body("hello", [shipped]))
         assert modes(out) == ["inline"]
         assert "Shipped text." in user_text(out)
+
+
+async def test_every_turn_carries_the_aec_block_with_the_chat_s_registries(
+    service: MemoryService, files: FakeFiles
+) -> None:
+    text = documents.long_text(9000)
+    item = files.add("big", "rapport.txt", "text/plain", text.encode(), text)
+    body = inlet_body("Read the report", [item])
+    body["metadata"]["variables"] = {
+        "{{USER_LOCATION}}": "Paris, France",
+        "{{CURRENT_TIMEZONE}}": "Europe/Paris",
+    }
+    out = await inlet(service, body)
+    (source_id,) = source_ids(out)
+    block = user_text(out).split("</environnement_contexte>")[0] + "</environnement_contexte>"
+    assert block.startswith("<environnement_contexte>")
+    parsed = yaml.safe_load(
+        block.removeprefix("<environnement_contexte>").removesuffix("</environnement_contexte>")
+    )
+    assert parsed["modèle_actuel"] == "gpt-4o"
+    assert parsed["nom_utilisateur"] == "u1"
+    assert (parsed["localisation"], parsed["timezone"]) == ("Paris, France", "Europe/Paris")
+    assert parsed["registre_fichiers"]["rapport.txt"]["source_id"] == source_id
+    assert "registre_plan" not in parsed
+
+    saved = await service.http.post(
+        "/tools/save_plan",
+        json={"goal": "Refactor the auth module", "status": "in_progress"},
+        headers={"x-openwebui-user-id": "u1", "x-openwebui-chat-id": "c1"},
+    )
+    assert saved.status_code == 200, saved.text
+    piped = await inlet(service, inlet_body("next", [], model="echo.gemini-2.5-pro"))
+    later = yaml.safe_load(
+        user_text(piped).split("</environnement_contexte>")[0].removeprefix("<environnement_contexte>")
+    )
+    assert later["modèle_actuel"] == "##MODEL_ID##"
+    assert later["registre_plan"][0]["goal"] == "Refactor the auth module"
+    assert "rapport.txt" in later["registre_fichiers"]
+    elsewhere = await inlet(service, inlet_body("hi", [], chat="c2"), user="u2")
+    assert "registre_plan" not in user_text(elsewhere)
+    assert "rapport.txt" not in user_text(elsewhere)
+
+    await set_valves(service, ENABLE_AEC=False)
+    plain = await inlet(service, inlet_body("hi", []))
+    assert user_text(plain) == "hi"
+
+
+async def test_search_session_context_refuses_calls_without_a_user(service: MemoryService) -> None:
+    answer = await service.http.post("/tools/search_session_context", json={"source_id": "x", "query": "q"})
+    assert answer.status_code == 422
+    assert "x-openwebui-user-id" in answer.text
+    answer = await service.http.post(
+        "/tools/search_session_context",
+        json={"source_id": "", "query": "q", "extra": 1},
+        headers={"x-openwebui-user-id": "u1"},
+    )
+    assert answer.status_code == 422
+    assert "source_id" in answer.text
+    assert "extra" in answer.text
+    spec = (await service.http.get("/tools/openapi.json")).json()
+    assert "/tools/search_session_context" in spec["paths"]

@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from fakes.aec_blocks import without_aec
 from fakes.live_server import LiveServer
 from fakes.shared_data import API_KEY, load_fixture
 from starlette.applications import Starlette
@@ -217,9 +218,11 @@ async def test_fixture_inlet_passes_through_all_three_filters(
     echo_filter = make_filter(function_module, hooks_server.url, ECHO_API_KEY=API_KEY, TIMEOUT_SECONDS=10)
     events = Events()
     answer = await echo_filter.inlet(body, __user__=user, __event_emitter__=events)
-    assert answer == original
+    assert without_aec(answer) == original  # echo_context's AEC block is the turn's only addition
     assert body == original  # the caller's body is not mutated either
-    assert events.seen == []
+    (said,) = events.seen  # the attached file is left to Open WebUI, and the user is told why
+    assert said["type"] == "status"
+    assert "note.txt: left to Open WebUI (ECHO_OPENWEBUI_URL" in said["data"]["description"]
 
 
 async def test_outlet_masks_a_google_key_through_the_real_app(

@@ -34,15 +34,17 @@ def row_about(fragment: str) -> str:
 def test_the_opening_does_not_claim_inactive_capabilities() -> None:
     opening = " ".join(README.read_text(encoding="utf-8").split("## ", 1)[0].split())
     assert re.search(
-        r"the foundation, secret masking, context compression and long-term memory are active", opening
+        r"the foundation, secret masking, context compression, long-term memory and attachments are active",
+        opening,
     )
-    assert re.search(r"attachments and the rich shadow are not built yet", opening)
+    assert re.search(r"the rich shadow is not built yet", opening)
 
 
-def test_the_inactive_context_inlet_says_so_in_readme_and_in_models(client: httpx.Client) -> None:
-    assert "not active yet" in row_about("Attachments (`echo_context` inlet)")
+def test_attachments_are_said_to_work_in_readme_and_in_models(client: httpx.Client) -> None:
+    assert row_about("Attachments (`echo_context` inlet").startswith("working")
     listing = {model["id"]: model for model in client.get("/models").json()["data"]}
-    assert "pass-through in this version" in listing["echo_context"]["description"]
+    assert "ephemeral RAG" in listing["echo_context"]["description"]
+    assert "pass-through" not in listing["echo_context"]["description"]
 
 
 def test_memory_is_said_to_work_in_readme_and_in_models(client: httpx.Client) -> None:
@@ -66,11 +68,13 @@ def test_compression_is_said_to_work_in_readme_and_in_models(client: httpx.Clien
     assert answer.json() == body  # a short chat has nothing to compress
 
 
-def test_routes_listed_as_not_built_are_absent(client: httpx.Client) -> None:
-    assert "not built yet" in row_about("`search_session_context`")
-    assert client.post("/tools/search_session_context", json={}).status_code == 404
+def test_search_session_context_is_said_to_be_served(client: httpx.Client) -> None:
+    assert row_about("`search_session_context`").startswith("working")
+    answer = client.post("/tools/search_session_context", json={"source_id": "s", "query": "q"})
+    assert answer.status_code == 422  # served: it names the missing x-openwebui-user-id header
+    assert "x-openwebui-user-id" in answer.text
     paths = client.get("/tools/openapi.json").json()["paths"]
-    assert "/tools/search_session_context" not in paths
+    assert "/tools/search_session_context" in paths
 
 
 def test_manual_compaction_is_said_to_be_served(client: httpx.Client) -> None:

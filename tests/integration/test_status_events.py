@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 import structlog
+from fakes.aec_blocks import without_aec
 from fakes.live_server import LiveServer
 from fakes.shared_data import API_KEY
 from fastapi import FastAPI
@@ -176,7 +177,8 @@ async def test_the_function_emits_each_event_and_returns_only_the_body(
     )
     emitted = Emitted()
     answer = await echo_filter.inlet(inlet_body(), __user__=USER, __event_emitter__=emitted)
-    assert answer == {**inlet_body(), "recalled": 2}  # no "body" or "events" key reaches Open WebUI
+    # no "body" or "events" key reaches Open WebUI; echo_context added the turn's AEC block
+    assert without_aec(answer) == {**inlet_body(), "recalled": 2}
     assert emitted.seen == [
         SKIPPED_INLET.to_openwebui(),  # the filter's own "compressed" line went with its edits
         StatusEvent("ECHO memory: 2 memories recalled").to_openwebui(),

@@ -9,7 +9,13 @@ unchanged and Open WebUI handles the files itself):
    that fails is replaced in place by a note saying why.
 2. Attached files (`echo.filters.context_files`): inline text, native parts, or the ephemeral RAG
    with a `map_reduce` job; each gets its `<smart_context>` block; handled files leave `files`.
-3. The blocks go in front of the user's text, in the same turn (the hash chain ignores them, so they
+3. The AEC block (`<environnement_contexte>`, `echo.aec`): ECHO's version, the model placeholders
+   (`##MODEL_ID##` / `##MODEL_ORIGIN##`, resolved by the `echo.*` pipe; for other models the body's
+   model id is written in directly), the user's name, date and time, location and timezone from Open
+   WebUI's user and `metadata.variables` (valve defaults otherwise), and the chat's registries read
+   from the store: files (`echo.store.attachments`), plans and code (`echo.store.registries`); empty
+   ones are omitted, and a store that fails leaves them out rather than the block.
+4. The blocks go in front of the user's text, in the same turn (the hash chain ignores them, so they
    never accumulate in history); native parts go after the user's parts.
 
 Open WebUI's background tasks (titles, tags, queries) are left alone. A status line says what was
@@ -19,18 +25,22 @@ done with each file, and why a file was left to Open WebUI.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
-from echo import metrics
+import echo
+from echo import aec, metrics
+from echo.aec import rendering as aec_rendering
 from echo.attachments import parts as parts_module
 from echo.config import valves as valves_module
 from echo.filters import base, context_files
 from echo.filters import events as events_module
 from echo.filters import masking as masking_filter
 from echo.openwebui import client as openwebui_client
-from echo.store import pool
+from echo.store import attachments, pool, registries
+from echo.store import errors as store_errors
 
 __all__ = ["ContextFilter"]
 
@@ -62,6 +72,11 @@ def _compose(content: object, leading: list[str], trailing: list[dict[str, Any]]
     return ([{"type": "text", "text": head}] if head else []) + own + trailing
 
 
+def _file_entry(found: attachments.Attachment) -> aec.FileEntry:
+    statut = found.mode if found.status == "ready" else f"{found.mode}:{found.status}"
+    return aec.FileEntry(found.filename, found.source_id, found.mime_type, statut, found.source_id)
+
+
 def _without(files: object, taken: set[str]) -> object:
     if not isinstance(files, list):
         return files
@@ -87,7 +102,8 @@ class ContextFilter:
         openwebui: Callable[[], openwebui_client.OpenWebUI | None] | None = None,
     ) -> None:
         self._on_masked = on_masked
-        self.files = context_files.Files(store or (lambda: None), openwebui or (lambda: None))
+        self._store = store or (lambda: None)
+        self.files = context_files.Files(self._store, openwebui or (lambda: None))
 
     @staticmethod
     def _valves(ctx: base.HookContext) -> valves_module.ContextValves:
@@ -138,6 +154,8 @@ class ContextFilter:
                 modes=[o.mode for o in outcomes],
                 left=[o.filename for o in outcomes if not o.taken],
             )
+        if settings.ENABLE_AEC:
+            leading.insert(0, await self._aec_block(body, ctx, settings))
         new_content = _compose(content, leading, trailing)
         if new_content is message.get("content") and not taken:
             return body
@@ -151,6 +169,42 @@ class ContextFilter:
             if isinstance(metadata, Mapping) and "files" in metadata:
                 new_body["metadata"] = {**metadata, "files": _without(metadata.get("files"), taken)}
         return new_body
+
+    async def _aec_block(
+        self, body: Mapping[str, Any], ctx: base.HookContext, settings: valves_module.ContextValves
+    ) -> str:
+        files: list[aec.FileEntry] = []
+        plans: list[aec.PlanEntry] = []
+        codex: list[aec.CodexEntry] = []
+        store = self._store()
+        user_id, chat_id = ctx.ids.user_id, ctx.ids.chat_id
+        if store is not None and user_id and chat_id:
+            try:
+                files = [
+                    _file_entry(a) for a in await attachments.Attachments(store).of_chat(user_id, chat_id)
+                ]
+                plans, codex = await registries.Registries(store).snapshot(user_id, chat_id)
+            except store_errors.StoreError as error:
+                log.warning(
+                    "aec_registries_failed", chat_id=chat_id, error=str(error), returned="block without"
+                )
+        metadata = body.get("metadata")
+        environment = aec.environment_from_request(
+            ctx.user,
+            metadata if isinstance(metadata, Mapping) else None,
+            datetime.now(UTC),
+            aec.AecDefaults.from_valves(settings, echo.__version__),
+            files=files,
+            plans=plans,
+            codex=codex,
+        )
+        block = aec.render_block(environment)
+        model = str(body.get("model") or "")
+        if model and not model.startswith(PIPE_PREFIX):  # no pipe will resolve them: say the model here
+            quoted = aec_rendering.quoted(model)
+            block = block.replace(f'"{aec.MODEL_ID_PLACEHOLDER}"', quoted)
+            block = block.replace(f'"{aec.MODEL_ORIGIN_PLACEHOLDER}"', quoted)
+        return block
 
     @staticmethod
     def _count_images(checked: parts_module.CheckedParts) -> None:

@@ -34,7 +34,7 @@ def build_filters(
     `openwebui` the Open WebUI API client referenced chats are read from (None unless configured),
     `runtime` the service's store, embedder and vectors (memory; None without backends)."""
     filters: list[base.Filter] = [
-        context.ContextFilter(on_masked),
+        context.ContextFilter(on_masked, store=store, openwebui=openwebui),
         compression.CompressionFilter(store, openwebui=openwebui),
         memory.MemoryFilter(runtime),
     ]

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from echo.config.settings import Settings
     from echo.jobs.distill import MemoryBackends
     from echo.jobs.registry import Registry
+    from echo.openwebui.client import OpenWebUI
     from echo.store.pool import Store
 
 __all__ = ["DISTILL", "MAP_REDUCE", "MERGE", "POLICIES", "SUMMARY", "builtin_registry", "default_policy"]
@@ -53,8 +54,10 @@ def builtin_registry(
     (`echo.llm.factory`, built on the first job; a handler that holds one has `aclose()`).
     `distill` (memory): the stores, the LLM, and `memory_backends` (the embedder and vector store;
     default: the worker's own, opened from `settings` on the first job).
+    `map_reduce` (attachments): the file registry, the same embedder and vector store, the LLM, and
+    Open WebUI's files API when it is configured.
     """
-    from echo.jobs import distill, summary
+    from echo.jobs import distill, map_reduce, summary
     from echo.jobs import memory_backends as backends_module
     from echo.jobs.registry import Registry
     from echo.llm import factory
@@ -72,13 +75,32 @@ def builtin_registry(
         ),
         policy=policy,
     )
+    backends = memory_backends or backends_module.SettingsBackends(settings)
     registry.register(
         DISTILL,
-        distill.DistillHandler(
-            store,
-            lambda: factory.llm_from_settings(settings),
-            memory_backends or backends_module.SettingsBackends(settings),
-        ),
+        distill.DistillHandler(store, lambda: factory.llm_from_settings(settings), backends),
         policy=default_policy(DISTILL),
     )
+    registry.register(
+        MAP_REDUCE,
+        map_reduce.MapReduceHandler(
+            store,
+            lambda: factory.llm_from_settings(settings),
+            backends,
+            _files_api(settings),
+            max_attempts=default_policy(MAP_REDUCE).max_attempts,
+        ),
+        policy=default_policy(MAP_REDUCE),
+    )
     return registry
+
+
+def _files_api(settings: Settings) -> OpenWebUI | None:
+    """Open WebUI's files API when ECHO_OPENWEBUI_URL and ECHO_OPENWEBUI_API_KEY are set."""
+    from echo.openwebui import client
+
+    if not settings.openwebui_url or settings.openwebui_api_key is None:
+        return None
+    return client.OpenWebUI(
+        settings.openwebui_url, settings.openwebui_api_key.get_secret_value(), timeout_s=60.0
+    )

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from echo import metrics, supervision
+from echo.errors import EchoError
 from echo.jobs import depths, domain, execution, queue, registry, retention
 from echo.store import errors as store_errors
 from echo.store import pool
@@ -328,6 +329,14 @@ class Worker:
                 await retention.sweep(self.queue.store, self.retention_policy)
             except store_errors.StoreError as error:
                 self._log.warning("retention_sweep_failed", error=str(error))
+            for spec in self.registry:  # handlers that keep data of their own expire it here too
+                expire = getattr(spec.handler, "expire", None)
+                if expire is None:
+                    continue
+                try:
+                    await expire()
+                except EchoError as error:
+                    self._log.warning("retention_sweep_failed", kind=spec.kind, error=str(error))
             await asyncio.sleep(self.retention_policy.interval_seconds)
 
     async def refresh_metrics(self) -> None:
