@@ -18,6 +18,7 @@ from echo.aec.rendering import (
     BLOCK_OPEN,
     MODEL_ID_PLACEHOLDER,
     MODEL_ORIGIN_PLACEHOLDER,
+    quoted,
     render_block,
 )
 
@@ -34,6 +35,7 @@ __all__ = [
     "PlanEntry",
     "count_lines",
     "environment_from_request",
+    "quoted",
     "render_block",
     "resolve_zone",
 ]

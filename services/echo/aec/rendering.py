@@ -27,7 +27,14 @@ import yaml
 
 from echo.aec import entries, environment
 
-__all__ = ["BLOCK_CLOSE", "BLOCK_OPEN", "MODEL_ID_PLACEHOLDER", "MODEL_ORIGIN_PLACEHOLDER", "render_block"]
+__all__ = [
+    "BLOCK_CLOSE",
+    "BLOCK_OPEN",
+    "MODEL_ID_PLACEHOLDER",
+    "MODEL_ORIGIN_PLACEHOLDER",
+    "quoted",
+    "render_block",
+]
 
 BLOCK_OPEN = "<environnement_contexte>"
 BLOCK_CLOSE = "</environnement_contexte>"
@@ -52,7 +59,8 @@ _RESOLVER = yaml.resolver.Resolver()
 
 
 def quoted(value: str) -> str:
-    """`value` as a one-line YAML double-quoted scalar that cannot contain `<`."""
+    """`value` as a one-line YAML double-quoted scalar that cannot contain `<`: what replaces a
+    placeholder together with its quotes (`'"##MODEL_ID##"'` → `quoted(model)`)."""
     text: str = yaml.safe_dump(value, default_style='"', allow_unicode=True, width=2**31 - 1)
     return text.rstrip("\n").replace("<", "\\x3C")
 
