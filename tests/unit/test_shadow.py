@@ -410,3 +410,43 @@ def test_the_invariant_cache_agrees_with_the_chain() -> None:
     expected = chain.invariant_hash("assistant", "x", (), tools=chain.message_tools(message))
     assert shadow.message_invariant(message) == expected == shadow.message_invariant(dict(message))
     assert len(LONG) >= parts_module.PAYLOAD_MIN_CHARS
+
+
+def test_the_points_memo_hashes_only_what_a_call_adds_and_sees_edits() -> None:
+    memo = shadow.PointsMemo(max_chats=2)
+    messages = history()
+    first = memo.points(("u", "c"), messages[:-1])
+    assert first == shadow.conversation_points(messages[:-1])
+    assert memo.points(("u", "c"), messages) == shadow.conversation_points(messages)
+    edited = [dict(m) for m in messages]
+    edited[1] = {"role": "user", "content": "Weather in Rome?"}
+    assert memo.points(("u", "c"), edited) == shadow.conversation_points(edited)
+    current = shadow.CurrentMessage(4, "a" * 64)
+    assert memo.points(("u", "c"), messages, current=current)[-1].invariant == "a" * 64
+    memo.points(("u", "d"), messages)
+    memo.points(("u", "e"), messages)
+    assert ("u", "c") not in memo._chats  # the least recently used chat went
+
+
+def test_the_process_caches_are_bounded_and_forget_an_owner() -> None:
+    from echo.store import shadow as shadow_store
+
+    payloads = shadow_store.PayloadCache(max_bytes=10)
+    owner = ("schema", "u")
+    a, b = (shadow.Payload(h * 64, "text", "text/plain", b"123456") for h in "ab")
+    payloads.put(owner, a)
+    payloads.put(owner, b)  # 12 bytes > 10: the oldest goes
+    assert payloads.get(owner, a.hash) is None
+    assert payloads.get(owner, b.hash) == b
+    assert payloads.get(("other", "u"), b.hash) is None  # another tenant's schema never shares
+    payloads.forget(owner)
+    assert payloads.get(owner, b.hash) is None
+    points = shadow_store.PointCache(max_entries=2)
+    stored = shadow.StoredPoint("c" * 64, "assistant", [])
+    points.put(owner, "c" * 64, stored)
+    points.put(owner, "d" * 64, None)  # looked up, absent
+    assert points.lookup(owner, ["c" * 64, "d" * 64, "e" * 64]) == ({"c" * 64: stored}, ["e" * 64])
+    points.put(owner, "e" * 64, None)
+    assert points.lookup(owner, ["c" * 64])[1] == ["c" * 64]  # evicted
+    points.forget(owner)
+    assert points.lookup(owner, ["d" * 64])[1] == ["d" * 64]

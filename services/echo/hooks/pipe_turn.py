@@ -37,6 +37,8 @@ __all__ = ["PipeOptions", "PipeTurn", "TurnDelta"]
 
 log = structlog.get_logger("echo.pipe")
 _T = TypeVar("_T")
+_POINTS = shadow.PointsMemo()
+"""Each chat's previous call, so a new turn hashes only the messages it adds."""
 ROUND_LIMIT_ERROR = "ECHO's limit of tool rounds for one answer is reached: answer with what you have."
 
 
@@ -137,7 +139,10 @@ class PipeTurn:
         raw = self.payload["messages"]
         origin = self.context.model or self.pipe_model
         messages = shadow.resolve_placeholders(raw, model_id=self.model, model_origin=origin)
-        self._points = shadow.conversation_points(raw, current=self.context.current)
+        if self.chat_id and self.user_id:
+            self._points = _POINTS.points((self.user_id, self.chat_id), raw, current=self.context.current)
+        else:
+            self._points = shadow.conversation_points(raw, current=self.context.current)
         last = self._points[-1] if self._points else None
         current = last.index if last is not None and last.role == "user" else None
         suture = await self._restore(messages, current)

@@ -31,7 +31,7 @@ from echo.shadow.parts import (
     hydrate,
     payload_hash,
 )
-from echo.shadow.points import CurrentMessage, Point, conversation_points, message_invariant
+from echo.shadow.points import CurrentMessage, Point, PointsMemo, conversation_points, message_invariant
 from echo.shadow.steps import PLACEHOLDER_SIGNATURE, StepBuilder, sign_current_turn
 from echo.shadow.suture import KINDS, StoredPoint, Suture, plan_suture
 
@@ -48,6 +48,7 @@ __all__ = [
     "Payload",
     "Point",
     "PointRecord",
+    "PointsMemo",
     "Signature",
     "StepBuilder",
     "StoredPoint",

@@ -210,18 +210,16 @@ def hydrate(
     anything it names is missing or it is not a skeleton."""
     if not isinstance(skeleton, list):
         raise UnreadableShadow("the stored form is not a list of contents")
-    by_index = {entry.call_index: entry for entry in journal}
+    by_index = {entry.call_index: entry for entry in journal} if journal else {}
     contents: list[ContentDict] = []
     for ci, content in enumerate(skeleton):
-        if not isinstance(content, Mapping) or content.get("role") not in ("user", "model"):
+        # The skeleton comes from JSON: plain dicts and lists (dict checks are much cheaper than ABCs).
+        if not isinstance(content, dict) or content.get("role") not in ("user", "model"):
             raise UnreadableShadow(f"content {ci}: expected a role user or model")
         stored_parts = content.get("parts")
         if not isinstance(stored_parts, list):
             raise UnreadableShadow(f"content {ci}: parts is not a list")
-        parts = [
-            _hydrate_part(stored, payloads, by_index, f"content {ci} part {pi}")
-            for pi, stored in enumerate(stored_parts)
-        ]
+        parts = [_hydrate_part(stored, payloads, by_index, ci, pi) for pi, stored in enumerate(stored_parts)]
         contents.append({"role": content["role"], "parts": parts})
     for signature in signatures:
         try:
@@ -235,43 +233,45 @@ def hydrate(
 
 
 def _hydrate_part(
-    stored: Any, payloads: Mapping[str, Payload], journal: Mapping[int, JournalEntry], where: str
+    stored: Any, payloads: Mapping[str, Payload], journal: Mapping[int, JournalEntry], ci: int, pi: int
 ) -> PartDict:
-    if not isinstance(stored, Mapping):
-        raise UnreadableShadow(f"{where}: not an object")
-    part: PartDict = {}
-    if "ref" in stored:
+    if not isinstance(stored, dict):
+        raise UnreadableShadow(f"content {ci} part {pi}: not an object")
+    text = stored.get("text")
+    if isinstance(text, str):  # the common case first
+        part: PartDict = {"text": text}
+    elif "ref" in stored:
         payload = payloads.get(stored["ref"])
         if payload is None:
-            raise UnreadableShadow(f"{where}: payload {stored['ref']!r} is missing")
+            raise UnreadableShadow(f"content {ci} part {pi}: payload {stored['ref']!r} is missing")
         if payload.kind == "inline_data":
-            part["inline_data"] = {"mime_type": payload.mime_type, "data": payload.data}
+            part = {"inline_data": {"mime_type": payload.mime_type, "data": payload.data}}
         else:
-            part["text"] = payload.data.decode("utf-8", "surrogatepass")
+            part = {"text": payload.data.decode("utf-8", "surrogatepass")}
     elif "call" in stored or "result" in stored:
         index = stored.get("call", stored.get("result"))
         entry = journal.get(index) if isinstance(index, int) else None
         if entry is None:
-            raise UnreadableShadow(f"{where}: tool journal entry {index!r} is missing")
+            raise UnreadableShadow(f"content {ci} part {pi}: tool journal entry {index!r} is missing")
         if "call" in stored:
-            part["function_call"] = {"name": entry.name, "args": dict(entry.arguments)}
+            part = {"function_call": {"name": entry.name, "args": dict(entry.arguments)}}
         else:
             if entry.response is None:
-                raise UnreadableShadow(f"{where}: tool journal entry {index} has no result")
-            part["function_response"] = {"name": entry.name, "response": dict(entry.response)}
-    elif isinstance(stored.get("text"), str):
-        part["text"] = stored["text"]
-    elif isinstance(stored.get("function_call"), Mapping):
+                raise UnreadableShadow(f"content {ci} part {pi}: tool journal entry {index} has no result")
+            part = {"function_response": {"name": entry.name, "response": dict(entry.response)}}
+    elif isinstance(stored.get("function_call"), dict):
         call = stored["function_call"]
-        part["function_call"] = {"name": str(call.get("name", "")), "args": dict(call.get("args") or {})}
-    elif isinstance(stored.get("function_response"), Mapping):
+        part = {"function_call": {"name": str(call.get("name", "")), "args": dict(call.get("args") or {})}}
+    elif isinstance(stored.get("function_response"), dict):
         response = stored["function_response"]
-        part["function_response"] = {
-            "name": str(response.get("name", "")),
-            "response": dict(response.get("response") or {}),
+        part = {
+            "function_response": {
+                "name": str(response.get("name", "")),
+                "response": dict(response.get("response") or {}),
+            }
         }
     else:
-        raise UnreadableShadow(f"{where}: unknown part {sorted(stored)!r}")
+        raise UnreadableShadow(f"content {ci} part {pi}: unknown part {sorted(stored)!r}")
     if stored.get("thought"):
         part["thought"] = True
     return part

@@ -10,13 +10,21 @@ turns compute.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from echo import chain
 
-__all__ = ["SYSTEM_ROLES", "CurrentMessage", "Point", "conversation_points", "message_invariant"]
+__all__ = [
+    "SYSTEM_ROLES",
+    "CurrentMessage",
+    "Point",
+    "PointsMemo",
+    "conversation_points",
+    "message_invariant",
+]
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
 
@@ -64,13 +72,20 @@ def message_invariant(message: Mapping[str, Any]) -> str:
 
 
 def conversation_points(
-    messages: Sequence[Mapping[str, Any]], *, current: CurrentMessage | None = None
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    current: CurrentMessage | None = None,
+    known: tuple[int, Sequence[Point]] = (0, ()),
 ) -> tuple[Point, ...]:
     """The chain of the non-system messages; ``current`` replaces the hash of the user message at its
-    position (when the message there is a user message)."""
-    points: list[Point] = []
-    parent: str | None = None
+    position (when the message there is a user message). ``known``: the points of the first n
+    messages, already computed (``PointsMemo``)."""
+    start, done = known
+    points: list[Point] = list(done)
+    parent: str | None = points[-1].cumulative if points else None
     for index, message in enumerate(messages):
+        if index < start:
+            continue
         if not isinstance(message, Mapping):
             continue
         role = _role(message)
@@ -85,3 +100,29 @@ def conversation_points(
         points.append(Point(index, position, role, invariant, cumulative, parent))
         parent = cumulative
     return tuple(points)
+
+
+class PointsMemo:
+    """The messages and points of each chat's previous call (LRU, ``max_chats``), so that a call whose
+    history starts with the previous one's hashes only the messages it adds. Messages are compared,
+    not trusted: an edited history is hashed again from the start."""
+
+    def __init__(self, max_chats: int = 1024) -> None:
+        self.max_chats = max_chats
+        self._chats: OrderedDict[Hashable, tuple[list[Mapping[str, Any]], tuple[Point, ...]]] = OrderedDict()
+
+    def points(
+        self, key: Hashable, messages: Sequence[Mapping[str, Any]], *, current: CurrentMessage | None = None
+    ) -> tuple[Point, ...]:
+        known: tuple[int, Sequence[Point]] = (0, ())
+        previous = self._chats.get(key)
+        if previous is not None:
+            seen, seen_points = previous
+            if len(seen) <= len(messages) and list(messages[: len(seen)]) == seen:
+                known = (len(seen), seen_points)
+        found = conversation_points(messages, current=current, known=known)
+        self._chats[key] = (list(messages), found)
+        self._chats.move_to_end(key)
+        while len(self._chats) > self.max_chats:
+            self._chats.popitem(last=False)
+        return found

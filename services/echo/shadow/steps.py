@@ -72,9 +72,10 @@ def sign_current_turn(contents: Sequence[ContentDict]) -> int:
     """Give each model step of the current turn that has function calls and no signature on any of
     them the placeholder signature on its first call, in place; how many steps needed it."""
     start = 0
-    for i, content in enumerate(contents):
-        if _is_user_text(content):
+    for i in range(len(contents) - 1, -1, -1):
+        if _is_user_text(contents[i]):
             start = i + 1
+            break
     filled = 0
     for content in contents[start:]:
         if content["role"] != "model":

@@ -34,7 +34,8 @@ WHERE user_id = $1 AND payload_hash = ANY($2::text[]);
 -- One point of user $1 with its rich form, payloads, signatures and tool journal, in one statement.
 -- A point already stored keeps what it has (the same hash is the same message at the same place),
 -- except that an index row without a rich form gets one. Payloads already stored are not written
--- again. Answers how many payload rows were new.
+-- again. Answers whether the point was written (new, or given its rich form) and how many payload
+-- rows were new.
 WITH point AS (
     INSERT INTO suture_index
         (user_id, cumulative_hash, position, parent_hash, invariant_hash, chat_id, role, rich, refs, model)
@@ -63,7 +64,11 @@ WITH point AS (
              AS t (call_index, call_id, name, arguments, response, executor)
     ON CONFLICT (user_id, cumulative_hash, call_index) DO NOTHING
 )
-SELECT count(*) AS new_payloads FROM payloads;
+SELECT (SELECT count(*) FROM point) AS new_point, (SELECT count(*) FROM payloads) AS new_payloads,
+       -- Commit without waiting for the WAL flush (about 2 ms a write here): the shadow is an
+       -- enhancement, and a server crash can only lose its last writes (never corrupt them), which
+       -- the pipe survives by converting those messages plainly. Local to this statement's transaction.
+       set_config('synchronous_commit', 'off', true) AS commit_mode;
 
 -- name: forget_points
 DELETE FROM suture_index WHERE user_id = $1;
