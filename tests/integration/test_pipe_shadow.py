@@ -20,6 +20,7 @@ from fakes.gemini_server import FakeGemini, signature_bytes
 from fakes.live_server import LiveServer
 from fakes.shared_data import FIXTURES
 
+from echo import shadow
 from echo.config.settings import Settings
 from echo.embeddings.fake import FakeEmbedder
 from echo.hooks import create_app
@@ -557,3 +558,36 @@ async def test_the_captured_inlet_gives_the_pipe_what_open_webui_strips(http: ht
     assert context["user_position"] == 0
     assert len(context["user_invariant"]) == 64
     assert "metadata" in answer.json()  # the inlet adds its key and leaves the rest to Open WebUI
+
+
+async def test_a_native_file_part_a_filter_added_is_restored_in_later_turns(
+    http: httpx.AsyncClient, gemini: FakeGemini
+) -> None:
+    """echo_context (priority 0) runs before the pipe's inlet and adds the file as a native part; it
+    says in echo_ctx what the message hashed before, which is what Open WebUI stores."""
+    pdf = b"%PDF-1.4 native " + bytes(range(256)) * 8
+    typed = {"role": "user", "content": "What does the contract say?"}
+    native = {"type": "file", "file": {"file_data": "data:application/pdf;base64," + b64(pdf)}}
+    received = {"role": "user", "content": [{"type": "text", "text": typed["content"]}, native]}
+    before = shadow.message_invariant(typed)
+    inlet_body = {
+        "model": PIPE,
+        "messages": [received],
+        "metadata": {"user_id": USER["id"], "chat_id": "chat-n", "model": {"id": PIPE}},
+        "echo_ctx": {"user_position": 0, "user_invariant": before},
+    }
+    inlet = await http.post(f"/{PIPE}/filter/inlet", json={"body": inlet_body, "user": USER})
+    ctx = inlet.json()["echo_ctx"]
+    assert ctx["user_invariant"] == before
+    gemini.reply_text("It is a lease.")
+    await turn(http, [received], chat_id="chat-n", echo_ctx=ctx)
+    later = [
+        typed,
+        {"role": "assistant", "content": "It is a lease."},
+        {"role": "user", "content": "Until when?"},
+    ]
+    gemini.reply_text("2030.")
+    await turn(http, later, chat_id="chat-n")
+    first = gemini.requests[-1].body["contents"][0]["parts"]
+    assert first[0] == {"text": typed["content"]}
+    assert signature_bytes(first[1]["inlineData"]["data"]) == pdf

@@ -4,7 +4,9 @@ Open WebUI calls the pipe's inlet last and its outlet first. The outlet masks se
 saved chat never keeps them. The inlet keeps what the pipe needs from `metadata`, which Open WebUI
 strips before `/chat/completions`, in the top-level key `echo_ctx` (`echo.shadow.context`), which
 reaches it: chat, message, session and user ids, files, the model the turn started with, and the
-current user message's hash as it stands now (before Open WebUI wraps file texts around it).
+current user message's hash as it stands now (before Open WebUI wraps file texts around it) — or,
+when an earlier filter changed that message and put its `user_position` and `user_invariant` (what
+the message hashed before) in `echo_ctx`, those.
 """
 
 from __future__ import annotations
@@ -29,8 +31,15 @@ class PipeFilter:
         self._on_masked = on_masked
 
     async def inlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
-        context = shadow.from_inlet(body, ctx.user)
-        return {**body, shadow.ECHO_CTX_KEY: context.to_json()}
+        context = shadow.from_inlet(body, ctx.user).to_json()
+        earlier = body.get(shadow.ECHO_CTX_KEY)
+        if isinstance(earlier, dict):
+            # A filter that changed the current user message (echo_context adds native file parts) says
+            # what the message hashed before it did: that is what Open WebUI stores and later turns send.
+            for key in ("user_position", "user_invariant"):
+                if key in earlier:
+                    context[key] = earlier[key]
+        return {**body, shadow.ECHO_CTX_KEY: context}
 
     async def outlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
         return await masking_filter.mask_and_report(body, self._on_masked, deadline=ctx.deadline)

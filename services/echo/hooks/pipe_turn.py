@@ -212,6 +212,7 @@ class PipeTurn:
             parts=openai_to_gemini.message_parts(stripped),
             chat_id=self.chat_id,
             model=self.model,
+            added=shadow.archive.added_parts(received.get("content")),
         )
         started = time.perf_counter()
         await self._shadow_step("record", lambda: store.record(user_id, record))

@@ -238,6 +238,11 @@ def _parts(content: Any, where: str) -> list[PartDict]:
             url = image.get("url") if isinstance(image, Mapping) else image
             if isinstance(url, str) and url:
                 parts.append(_image_part(url, f"{where}.content[{j}].image_url"))
+        elif kind == "file":  # OpenAI's file part: echo_context's native audio, video and PDF parts
+            file = item.get("file")
+            data = file.get("file_data") if isinstance(file, Mapping) else None
+            if isinstance(data, str) and data.startswith("data:"):
+                parts.append(_image_part(data, f"{where}.content[{j}].file.file_data"))
     return parts
 
 

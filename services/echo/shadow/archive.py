@@ -2,8 +2,8 @@
 
 - Before the Gemini call, ``user_record``: the current user message's point, with its rich form when
   Open WebUI will not send it back whole — the text the pipe received differs from the one later
-  turns hash (Open WebUI's RAG template wrapped it around the file texts) or it holds injected blocks
-  the chain leaves out (``<smart_context>``). The per-turn blocks (``<environnement_contexte>``,
+  turns hash (Open WebUI's RAG template wrapped it around the file texts), it holds injected blocks
+  the chain leaves out (``<smart_context>``), or parts a filter added (native file parts). The per-turn blocks (``<environnement_contexte>``,
   ``<echo_memories>``, ``<echo_summary>``) are not kept: the filters write fresh ones every turn.
 - At the end of the call, ``model_record``: the assistant message Open WebUI will store for this call
   (the text streamed, masked, and the tool calls it was given), keyed by its cumulative hash after the
@@ -27,7 +27,7 @@ from echo.shadow import parts as parts_module
 from echo.shadow.parts import ContentDict, Dehydrated, JournalEntry, PartDict
 from echo.shadow.points import Point
 
-__all__ = ["PointRecord", "model_record", "strip_per_turn_blocks", "user_record"]
+__all__ = ["PointRecord", "added_parts", "model_record", "strip_per_turn_blocks", "user_record"]
 
 _PER_TURN_BLOCK = re.compile(
     r"<(environnement_contexte|echo_summary|echo_memories)\b[^>]*?(?:/>|>.*?</\1\s*>)\s*", re.DOTALL
@@ -58,6 +58,17 @@ def _plain(text: str) -> str:
     return unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n")).rstrip()
 
 
+_KEPT_PART_TYPES = frozenset({"text", "input_text", "output_text", "image_url"})
+
+
+def added_parts(content: object) -> bool:
+    """Whether a content holds parts Open WebUI does not store with the message (a filter's native
+    file, audio or video parts: anything but text and the images the user pasted)."""
+    return isinstance(content, list) and any(
+        isinstance(part, dict) and part.get("type") not in _KEPT_PART_TYPES for part in content
+    )
+
+
 def user_record(
     point: Point,
     *,
@@ -66,11 +77,13 @@ def user_record(
     parts: Sequence[PartDict],
     chat_id: str,
     model: str | None,
+    added: bool = False,
 ) -> PointRecord:
     """The current user message's point. ``received_*``: the message as the pipe got it;
-    ``parts``: its Gemini parts with the per-turn blocks removed."""
+    ``parts``: its Gemini parts with the per-turn blocks removed; ``added``: it holds parts a filter
+    added (``added_parts``)."""
     kept = strip_per_turn_blocks(received_text)
-    rich = received_invariant != point.invariant or chain.normalize_text(kept) != _plain(kept)
+    rich = added or received_invariant != point.invariant or chain.normalize_text(kept) != _plain(kept)
     form = parts_module.dehydrate([{"role": "user", "parts": list(parts)}]) if rich and parts else None
     return PointRecord(
         point.cumulative, point.position, point.parent, point.invariant, "user", chat_id, model, form
