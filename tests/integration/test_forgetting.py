@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from echo import chain
+from echo import chain, shadow
 from echo.embeddings.fake import FakeEmbedder
 from echo.filters import memory as memory_filter
 from echo.jobs import distill, forgetting, kinds, queue
 from echo.llm.offline import OfflineLLM
 from echo.store import conversations, pool, registries
+from echo.store import shadow as shadow_store
 from echo.vectors import base as vectors_base
 from echo.vectors.memory import InMemoryVectorStore
 
@@ -72,6 +73,18 @@ async def populate(store: pool.Store, vectors: InMemoryVectorStore, user: str) -
     await book.commit_code(
         user, "chat-1", "main.py", lang="python", content="print(1)\n", message="feat: start"
     )
+    await shadow_store.ShadowStore(store).record(
+        user,
+        shadow.model_record(
+            shadow.conversation_points(FACTS)[-1],
+            contents=[{"role": "model", "parts": [
+                {"function_call": {"name": "f", "args": {"x": 1}}, "thought_signature": b"sig"},
+                {"inline_data": {"mime_type": "image/png", "data": b"png"}},
+            ]}],
+            journal=[shadow.JournalEntry(0, "call_1", "f", {"x": 1}, "openwebui")],
+            calls={(0, 0): 0}, results={}, answer_text="", openwebui_calls=[], chat_id="chat-1", model="m",
+        ),
+    )  # fmt: skip
     await vectors.upsert(
         vectors_base.Kind.EPHEMERAL,
         [
@@ -114,6 +127,10 @@ async def test_forgetting_a_user_leaves_no_row_job_or_vector_of_theirs_and_all_o
         "memory_windows",
         "plans",
         "codex_entries",
+        "suture_index",
+        "rich_payloads",
+        "cognitive_signatures",
+        "tool_journal",
         "jobs",
     }
     assert expected <= {table for table, count in before.items() if count}, before
