@@ -591,3 +591,30 @@ async def test_a_native_file_part_a_filter_added_is_restored_in_later_turns(
     first = gemini.requests[-1].body["contents"][0]["parts"]
     assert first[0] == {"text": typed["content"]}
     assert signature_bytes(first[1]["inlineData"]["data"]) == pdf
+
+
+async def test_model_placeholders_are_resolved_and_the_block_is_not_kept(
+    http: httpx.AsyncClient, gemini: FakeGemini, store: Store
+) -> None:
+    block = (
+        '<environnement_contexte>\nmodèle_actuel:   "##MODEL_ID##"\nmodèle_origine:  "##MODEL_ORIGIN##"\n'
+        "</environnement_contexte>\n"
+    )
+    message = {"role": "user", "content": block + "Which model are you?"}
+    inlet_body = {
+        "model": PIPE,
+        "messages": [message],
+        "metadata": {"user_id": USER["id"], "chat_id": "chat-p", "model": {"id": "my-team-model"}},
+    }
+    ctx = (await http.post(f"/{PIPE}/filter/inlet", json={"body": inlet_body, "user": USER})).json()[
+        "echo_ctx"
+    ]
+    gemini.reply_text("gemini-2.5-flash.")
+    await turn(http, [message], chat_id="chat-p", echo_ctx=ctx)
+    sent = gemini.requests[-1].body["contents"][0]["parts"][0]["text"]
+    assert 'modèle_actuel:   "gemini-2.5-flash"' in sent
+    assert 'modèle_origine:  "my-team-model"' in sent
+    assert (
+        await store.fetchval("SELECT count(*) FROM suture_index WHERE rich IS NOT NULL AND role = 'user'")
+        == 0
+    )

@@ -399,6 +399,9 @@ def test_placeholders_are_resolved_in_strings_and_parts() -> None:
     assert resolved[1]["content"][0]["text"] == "gemini-2.5-pro"
     assert resolved[2] is messages[2]
     assert messages[0]["content"].startswith("<environnement_contexte>##MODEL_ID##")  # not changed in place
+    block = [{"role": "user", "content": 'modèle_origine:  "##MODEL_ORIGIN##"'}]
+    quoted = shadow.resolve_placeholders(block, model_id="m", model_origin='my "odd" model')
+    assert quoted[0]["content"] == 'modèle_origine:  "my \\"odd\\" model"'  # a YAML scalar of its own
 
 
 def test_the_invariant_cache_agrees_with_the_chain() -> None:

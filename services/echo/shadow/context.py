@@ -7,7 +7,8 @@ with (``##MODEL_ORIGIN##``) and the current user message's place on the chain as
 
 Placeholders: ``##MODEL_ID##`` (the Gemini model called) and ``##MODEL_ORIGIN##`` (the model the
 turn started with) in message texts, which the context filter writes in its ``<environnement_contexte>``
-block, are resolved by ``resolve_placeholders``.
+block (``echo.aec``), are resolved by ``resolve_placeholders``; a quoted one (``"##MODEL_ID##"``, as the
+block writes it) becomes a YAML double-quoted scalar (``echo.aec.quoted``).
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from echo import aec
 from echo.shadow import points
 
 __all__ = ["ECHO_CTX_KEY", "MODEL_ID", "MODEL_ORIGIN", "EchoContext", "from_inlet", "resolve_placeholders"]
 
 ECHO_CTX_KEY = "echo_ctx"
-MODEL_ID = "##MODEL_ID##"
-MODEL_ORIGIN = "##MODEL_ORIGIN##"
+MODEL_ID = aec.MODEL_ID_PLACEHOLDER
+MODEL_ORIGIN = aec.MODEL_ORIGIN_PLACEHOLDER
 _HEX = re.compile(r"[0-9a-f]{64}")
 _TEXT_FIELDS = ("chat_id", "user_id", "user_message_id", "message_id", "session_id", "task", "model")
 
@@ -108,7 +110,9 @@ def from_inlet(body: Mapping[str, Any], user: Mapping[str, Any] | None) -> EchoC
 
 def _resolve(text: str, values: Mapping[str, str]) -> str:
     for placeholder, value in values.items():
-        text = text.replace(placeholder, value)
+        # In the AEC block the placeholder stands quoted in YAML: the value goes in as a YAML scalar of
+        # its own (a custom model id may hold quotes); anywhere else it is written as it is.
+        text = text.replace(f'"{placeholder}"', aec.quoted(value)).replace(placeholder, value)
     return text
 
 
