@@ -49,6 +49,8 @@ bench: install
 	$(BIN)/python bench/job_queue.py
 	$(BIN)/python bench/compression.py
 	$(BIN)/python bench/memory.py
+	$(BIN)/python bench/suture.py
+	$(BIN)/python bench/attachments.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -6,7 +6,9 @@ through Open WebUI's own API: signs up an admin, checks the pipe models and the 
 page, edits a valve, chats (plain and streamed) with a Google key and a GitHub token in the answer
 and checks they arrive masked, tells a fact in one chat and checks it is distilled into a memory and
 recalled (fenced) in a later chat and found by the tool server, checks a long chat reaches the model
-compressed, installs
+compressed, uploads a large file and checks it reaches the model as an ephemeral-RAG block (summary
+pending, then written by the map_reduce job) and is found by search_session_context, registers ECHO's
+tool server in Open WebUI, installs
 `integrations/openwebui/echo_filter_function.py` as a global Function and checks that every hook
 then runs twice (once per way of connecting). Prints a table of what it checked and exits non-zero
 on the first failure. Needs about 3 GB for the venv.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -80,24 +83,6 @@ def main() -> int:
     with FakeGemini() as gemini:
         gemini.responder = model_answer
         try:
-            echo_env = {
-                **base_env,
-                "ECHO_API_KEY": ECHO_KEY,
-                "ECHO_GEMINI_API_KEY": "fake",
-                "ECHO_GEMINI_BASE_URL": gemini.base_url,
-                "ECHO_DATA_DIR": str(work / "echo"),
-                "ECHO_PORT": str(echo_port),
-            }
-            echo_log = (work / "echo.log").open("wb")
-            processes.append(
-                subprocess.Popen(
-                    [str(ROOT / ".venv/bin/echoctl"), "serve"],
-                    env=echo_env,
-                    stdout=echo_log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
-            wait_for(f"http://127.0.0.1:{echo_port}/readyz", 90, '"ready"')
             webui_env = {
                 **base_env,
                 "DATA_DIR": str(work / "webui"),
@@ -115,6 +100,7 @@ def main() -> int:
                 "ENABLE_FOLLOW_UP_GENERATION": "false",
                 "ENABLE_RETRIEVAL_QUERY_GENERATION": "false",
                 "BYPASS_MODEL_ACCESS_CONTROL": "true",
+                "ENABLE_API_KEYS": "true",  # ECHO reads uploaded files with an admin's API key
             }
             webui_log = (work / "webui.log").open("wb")
             processes.append(
@@ -127,7 +113,35 @@ def main() -> int:
                 )
             )
             wait_for(f"http://127.0.0.1:{webui_port}/health", 180, "true")
-            run_checks(check, f"http://127.0.0.1:{webui_port}", f"http://127.0.0.1:{echo_port}", gemini)
+            webui = f"http://127.0.0.1:{webui_port}"
+            signup = httpx.post(
+                f"{webui}/api/v1/auths/signup",
+                json={"name": "Admin", "email": "admin@example.com", "password": "live-check-123"},
+            ).json()
+            api_key = httpx.post(
+                f"{webui}/api/v1/auths/api_key", headers={"Authorization": f"Bearer {signup['token']}"}
+            ).json()["api_key"]
+            echo_env = {
+                **base_env,
+                "ECHO_API_KEY": ECHO_KEY,
+                "ECHO_GEMINI_API_KEY": "fake",
+                "ECHO_GEMINI_BASE_URL": gemini.base_url,
+                "ECHO_DATA_DIR": str(work / "echo"),
+                "ECHO_PORT": str(echo_port),
+                "ECHO_OPENWEBUI_URL": webui,
+                "ECHO_OPENWEBUI_API_KEY": api_key,
+            }
+            echo_log = (work / "echo.log").open("wb")
+            processes.append(
+                subprocess.Popen(
+                    [str(ROOT / ".venv/bin/echoctl"), "serve"],
+                    env=echo_env,
+                    stdout=echo_log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+            wait_for(f"http://127.0.0.1:{echo_port}/readyz", 90, '"ready"')
+            run_checks(check, webui, f"http://127.0.0.1:{echo_port}", gemini, signup)
         finally:
             for process in processes:
                 process.terminate()
@@ -147,12 +161,8 @@ def model_answer(body: dict[str, Any]) -> str:
     return "echo: " + "".join(p.get("text", "") for p in parts if isinstance(p, dict))
 
 
-def run_checks(check: Checks, webui: str, echo: str, gemini: FakeGemini) -> None:
-    signup = httpx.post(
-        f"{webui}/api/v1/auths/signup",
-        json={"name": "Admin", "email": "admin@example.com", "password": "live-check-123"},
-    )
-    token, user_id = signup.json()["token"], signup.json()["id"]
+def run_checks(check: Checks, webui: str, echo: str, gemini: FakeGemini, signup: dict[str, Any]) -> None:
+    token, user_id = signup["token"], signup["id"]
     http = httpx.Client(base_url=webui, headers={"Authorization": f"Bearer {token}"}, timeout=60)
     echo_http = httpx.Client(base_url=echo, headers={"Authorization": f"Bearer {ECHO_KEY}"}, timeout=10)
 
@@ -212,6 +222,7 @@ def run_checks(check: Checks, webui: str, echo: str, gemini: FakeGemini) -> None
 
     memory_checks(check, http, echo_http, user_id, gemini)
     compression_checks(check, http, gemini)
+    attachment_checks(check, http, echo_http, echo, user_id, gemini)
 
     function = (ROOT / "integrations/openwebui/echo_filter_function.py").read_text()
     created = http.post(
@@ -302,6 +313,83 @@ def memory_checks(
             headers={"x-openwebui-user-id": "nobody"},
         ).json()["memories"],
         found,
+    )
+
+
+def attachment_checks(
+    check: Checks, http: httpx.Client, echo_http: httpx.Client, echo: str, user_id: str, gemini: FakeGemini
+) -> None:
+    """A large upload goes to the ephemeral RAG (not injected whole), is summarised in the background,
+    and is found by search_session_context; Open WebUI accepts ECHO's tool server."""
+    http.post(
+        "/api/v1/pipelines/echo_context/valves/update",
+        params={"urlIdx": 0},
+        json={"MAX_DIRECT_TEXT_SIZE": 4096, "ECHO_MR_SUMMARY_MAX_WORDS": 80},
+    )
+    marker = "The vault under the old library opens with the code 7741-ALPHA."
+    filler = " ".join(
+        f"Paragraph {i} of the facility handbook describes corridors and doors." for i in range(400)
+    )
+    text = f"{filler}\n\n{marker}\n\n{filler}"
+    uploaded = http.post("/api/v1/files/", files={"file": ("handbook.txt", text.encode(), "text/plain")})
+    file_id = uploaded.json().get("id")
+    check(
+        "a large text file uploads to Open WebUI",
+        uploaded.status_code == 200 and file_id,
+        uploaded.text[:300],
+    )
+    ask = {
+        "model": "echo.gemini-2.5-flash",
+        "stream": False,
+        "messages": [{"role": "user", "content": "What does the handbook say about the vault?"}],
+        "files": [{"type": "file", "id": file_id, "name": "handbook.txt"}],
+    }
+    http.post("/api/chat/completions", json=ask).raise_for_status()
+    sent = json.dumps(gemini.last_request.body, ensure_ascii=False)
+    check(
+        "the upload reaches the model as a pending rag_ephemeral block, not as Open WebUI's whole text",
+        'mode=\\"rag_ephemeral\\"' in sent and "7741-ALPHA" not in sent and "environnement_contexte" in sent,
+        sent[:1200],
+    )
+    source_ids = [s for s in re.findall(r'source_id=\\"(U_[^"\\]+)', sent)]
+    source_id = source_ids[0] if source_ids else ""
+    deadline, found = time.monotonic() + 90, {"status": "pending"}
+    while time.monotonic() < deadline and found.get("status") == "pending":
+        time.sleep(1)
+        found = echo_http.post(
+            "/tools/search_session_context",
+            json={"source_id": source_id, "query": "vault code", "k": 3},
+            headers={"x-openwebui-user-id": user_id},
+        ).json()
+    check(
+        "the map_reduce job indexes it and search_session_context finds the passage for that user",
+        found.get("status") == "ready" and any("7741-ALPHA" in c["text"] for c in found.get("chunks", [])),
+        found,
+    )
+    http.post("/api/chat/completions", json=ask).raise_for_status()
+    later = json.dumps(gemini.last_request.body, ensure_ascii=False)
+    check(
+        "the next turn carries the summary and the directive to use search_session_context",
+        "search_session_context" in later and "en cours" not in later and source_id in later,
+        later[:1200],
+    )
+    connection = {
+        "url": echo,
+        "path": "tools/openapi.json",
+        "type": "openapi",
+        "auth_type": "bearer",
+        "key": ECHO_KEY,
+        "config": {"enable": True},
+        "info": {"id": "echo", "name": "ECHO"},
+    }
+    verified = http.post("/api/v1/configs/tool_servers/verify", json=connection)
+    saved = http.post("/api/v1/configs/tool_servers", json={"TOOL_SERVER_CONNECTIONS": [connection]})
+    check(
+        "Open WebUI accepts ECHO's tool server (search_session_context, memories, plans, code)",
+        verified.status_code == 200
+        and saved.status_code == 200
+        and "search_session_context" in verified.text,
+        {"verify": verified.text[:600], "save": saved.text[:300]},
     )
 
 

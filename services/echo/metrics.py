@@ -11,6 +11,14 @@ __all__ = [
     "BACKGROUND_TASK_FAILURES",
     "CONFIG_LAST_RELOAD_OK",
     "CONFIG_RELOADS",
+    "CONTEXT_CHUNKS",
+    "CONTEXT_EXPIRED",
+    "CONTEXT_FILES",
+    "CONTEXT_IMAGE_PARTS",
+    "CONTEXT_INGESTED_BYTES",
+    "CONTEXT_MAP_REDUCE_FAILURES",
+    "CONTEXT_MAP_REDUCE_SECONDS",
+    "CONTEXT_SEARCH_SECONDS",
     "EMBEDDING_ERRORS",
     "EMBEDDING_LATENCY",
     "EMBEDDING_TEXTS",
@@ -38,9 +46,16 @@ __all__ = [
     "MEMORY_RECALLED",
     "MEMORY_RECALLS",
     "MEMORY_RECALL_SECONDS",
+    "PIPE_LATENCY",
     "PIPE_REQUESTS",
+    "PIPE_TOOL_CALLS",
     "SECRETS_MASKED",
+    "SHADOW_FAILURES",
+    "SHADOW_PLACEHOLDER_SIGNATURES",
+    "SHADOW_RESTORED_BYTES",
+    "SHADOW_SUTURE",
     "STATUS_EVENTS",
+    "TOOL_CALLS",
     "VECTOR_ERRORS",
     "VECTOR_LATENCY",
 ]
@@ -96,6 +111,42 @@ PIPE_REQUESTS = Counter(
     "echo_pipe_requests_total",
     "Pipe chat completions by model, stream (true|false) and outcome (ok|error).",
     ["model", "stream", "outcome"],
+)
+PIPE_LATENCY = Histogram(
+    "echo_pipe_latency_seconds",
+    "Pipe chat completions (s), by model and phase: restore (shadow lookup and suture), record (the"
+    " user's turn stored before the call), first_token (request to the first byte from Gemini), total"
+    " (request to the end of the answer), archive (the rich turn stored at the end).",
+    ["model", "phase"],
+    buckets=_LATENCY_BUCKETS + (30.0, 60.0, 120.0),
+)
+PIPE_TOOL_CALLS = Counter(
+    "echo_pipe_tool_calls_total",
+    "Function calls Gemini made through the pipe, by executor (openwebui: returned as tool_calls;"
+    " echo: run by the pipe) and outcome (returned|ok|error|limit).",
+    ["executor", "outcome"],
+)
+# The rich shadow (seed 001): what the pipe restored of Open WebUI's history before each Gemini call.
+SHADOW_SUTURE = Counter(
+    "echo_shadow_suture_total",
+    "Suture lookups by kind (signatures: an assistant message; tool_calls: an assistant message with"
+    " tool calls; payloads: a stored heavy part) and outcome (hit|miss).",
+    ["kind", "outcome"],
+)
+SHADOW_RESTORED_BYTES = Counter(
+    "echo_shadow_restored_bytes_total",
+    "Bytes the suture put back into histories (payloads, restored texts, thought signatures).",
+)
+SHADOW_FAILURES = Counter(
+    "echo_shadow_failures_total",
+    "Shadow steps that failed and were skipped (the chat went on), by stage (restore|record|archive)"
+    " and reason (store|timeout|unreadable).",
+    ["stage", "reason"],
+)
+SHADOW_PLACEHOLDER_SIGNATURES = Counter(
+    "echo_shadow_placeholder_signatures_total",
+    "Model steps of the current turn sent with Gemini's placeholder thought signature (their own was"
+    " not in the shadow).",
 )
 LLM_LATENCY = Histogram(
     "echo_llm_latency_seconds",
@@ -295,4 +346,56 @@ MEMORY_RECALL_SECONDS = Histogram(
 MEMORY_RECALLED = Counter(
     "echo_memory_recalled_total",
     "Memories injected into turns by the echo_memory inlet.",
+)
+
+# --- the context filter's attachments (seed 000, filter 1) ---
+CONTEXT_FILES = Counter(
+    "echo_context_files_total",
+    "Files the echo_context inlet routed, by mode: inline (text in the turn), native (a media part),"
+    " rag_ephemeral (chunked into the ephemeral RAG), refused (empty, over the limit, unreadable:"
+    " the model is told why), left (to Open WebUI: no files API, a type ECHO does not read, an error).",
+    ["mode"],
+)
+CONTEXT_IMAGE_PARTS = Counter(
+    "echo_context_image_parts_total",
+    "Pasted image parts the echo_context inlet checked, by outcome: kept, corrected (a declared type"
+    " that lied), refused (undecodable, empty, over the limit, not an image).",
+    ["outcome"],
+)
+CONTEXT_INGESTED_BYTES = Counter(
+    "echo_context_ingested_bytes_total",
+    "Bytes of file text chunked and embedded into the ephemeral RAG.",
+)
+CONTEXT_CHUNKS = Counter(
+    "echo_context_chunks_total",
+    "Chunks written to the ephemeral RAG (echo_ephemeral).",
+)
+CONTEXT_MAP_REDUCE_SECONDS = Histogram(
+    "echo_context_map_reduce_seconds",
+    "Time of one map_reduce job (s): read the file, extract, chunk, embed, store, summarise.",
+    buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0),
+)
+CONTEXT_MAP_REDUCE_FAILURES = Counter(
+    "echo_context_map_reduce_failures_total",
+    "map_reduce attempts that failed, by reason (extraction, files_api, llm, embedding, vectors,"
+    " not_ready, store); a file whose last attempt failed is marked failed and the model told why.",
+    ["reason"],
+)
+CONTEXT_SEARCH_SECONDS = Histogram(
+    "echo_context_search_seconds",
+    "search_session_context latency (s): embed the query, search the source's chunks.",
+    buckets=_LATENCY_BUCKETS,
+)
+CONTEXT_EXPIRED = Counter(
+    "echo_context_expired_total",
+    "Ephemeral files deleted by the retention sweep (rows and their chunks) after EPHEMERAL_RETENTION_HOURS.",
+)
+
+# --- the tool server (/tools/…, Open WebUI's tool calls) ---
+TOOL_CALLS = Counter(
+    "echo_tool_calls_total",
+    "Calls of the registry tools (save_plan, update_plan, list_plans, commit_code, read_code, list_code)"
+    " by tool and outcome: ok, not_found (no such plan or code entry), invalid (a missing header or a bad"
+    " body: 413/422), unavailable (no store, or the store is down: 503).",
+    ["tool", "outcome"],
 )

@@ -64,9 +64,9 @@ def test_retry_later_refuses_a_negative_delay() -> None:
         errors.RetryLater(delay_seconds=-1)
 
 
-def test_builtin_registry_runs_summaries_and_distillations(tmp_path: Path) -> None:
+def test_builtin_registry_runs_summaries_distillations_and_map_reduce(tmp_path: Path) -> None:
     registry = kinds.builtin_registry(Settings(data_dir=tmp_path), None)  # type: ignore[arg-type]
-    assert set(registry.kinds) == {kinds.SUMMARY, kinds.DISTILL}
+    assert set(registry.kinds) == {kinds.SUMMARY, kinds.DISTILL, kinds.MAP_REDUCE}
 
 
 def test_public_api_is_pinned() -> None:

@@ -72,5 +72,7 @@ async def test_without_a_store_the_replay_fits_the_budget_and_the_probe_follows_
     assert (replayed.threshold, replayed.max_context) == (200, 400)
     assert replayed.final[0] == {"role": "system", "content": "Be brief."}
     probe = await replayer.probe(chat, "and now?")
-    assert probe[-1] == {"role": "user", "content": "and now?"}
+    assert probe[-1]["role"] == "user"
+    assert probe[-1]["content"].startswith("<environnement_contexte>")  # echo_context's AEC block
+    assert probe[-1]["content"].endswith("</environnement_contexte>\n\nand now?")
     assert driver.tokens_of(probe) <= 400

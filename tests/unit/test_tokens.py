@@ -75,6 +75,7 @@ def test_public_api_is_pinned() -> None:
         "estimate_tokens",
         "exact_tokens",
         "messages_tokens",
+        "token_offsets",
     ]
 
 

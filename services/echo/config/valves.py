@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import typing
+import zoneinfo
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -79,10 +80,82 @@ class ContextValves(Valves):
         gt=0,
         description="Words of a map-reduce file summary; shorter texts skip map-reduce (fast path).",
     )
+    MAX_NATIVE_FILE_SIZE: int = Field(
+        20 * 1024 * 1024,
+        gt=0,
+        description="Bytes of an image, audio or video file passed as a native part (Gemini's inline limit"
+        " is 20 MB per request); larger media are refused with the reason.",
+    )
+    MAX_FILE_SIZE: int = Field(
+        64 * 1024 * 1024,
+        gt=0,
+        description="Hard limit (bytes) of any file ECHO reads; a larger file is refused and the model told.",
+    )
+    RAG_CHUNK_TOKENS: int = Field(
+        256,
+        ge=16,
+        le=8192,
+        description="Tokens per ephemeral RAG chunk (256 fits MiniLM's window; bge-m3 takes up to 8192).",
+    )
+    RAG_CHUNK_OVERLAP_TOKENS: int = Field(
+        32, ge=0, description="Tokens shared by consecutive chunks (a fact cut at a border stays whole)."
+    )
+    MAP_REDUCE_MODEL: str = Field(
+        "gemini-2.5-flash", min_length=1, description="Model of the map-reduce summaries of big files."
+    )
+    EPHEMERAL_RETENTION_HOURS: float = Field(
+        72.0,
+        gt=0,
+        le=24 * 365,
+        description="Hours an ingested file (its registry row and RAG chunks) is kept, then deleted.",
+    )
     INLET_DEADLINE_MS: int = Field(
         800, gt=0, le=60000, description="Inlet deadline (ms); past it the body passes unchanged."
     )
     OUTLET_DEADLINE_MS: int = Field(5000, gt=0, le=120000, description="Outlet deadline (ms).")
+    ENABLE_AEC: bool = Field(
+        True,
+        description="Inject the AEC block (<environnement_contexte>: user, date, files, plans, code)"
+        " into each turn.",
+    )
+    AEC_DEFAULT_USER_NAME: str = Field(
+        "anonyme",
+        min_length=1,
+        max_length=200,
+        description="nom_utilisateur when Open WebUI sends no user name (the seed's own default).",
+    )
+    AEC_DEFAULT_LOCATION: str = Field(
+        "",
+        max_length=200,
+        description='localisation when the browser shares none (Open WebUI then sends "Unknown");'
+        " empty: unknown.",
+    )
+    AEC_DEFAULT_TIMEZONE: str = Field(
+        "UTC",
+        min_length=1,
+        description="IANA time zone of date_et_heure when the browser sends none or an unknown one.",
+    )
+
+    @field_validator("AEC_DEFAULT_TIMEZONE")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        if value.strip().upper() != "UTC":
+            try:
+                zoneinfo.ZoneInfo(value.strip())
+            except (ValueError, KeyError, OSError):  # ZoneInfoNotFoundError is a KeyError
+                raise ValueError(
+                    f"{value!r} is not a known IANA time zone (such as UTC or Europe/Paris)"
+                ) from None
+        return value.strip()
+
+    @model_validator(mode="after")
+    def _chunks_advance(self) -> ContextValves:
+        if self.RAG_CHUNK_OVERLAP_TOKENS >= self.RAG_CHUNK_TOKENS:
+            raise ValueError(
+                f"RAG_CHUNK_OVERLAP_TOKENS ({self.RAG_CHUNK_OVERLAP_TOKENS}) must be below"
+                f" RAG_CHUNK_TOKENS ({self.RAG_CHUNK_TOKENS})"
+            )
+        return self
 
 
 class MemoryValves(Valves):

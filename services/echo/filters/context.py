@@ -32,7 +32,6 @@ import structlog
 
 import echo
 from echo import aec, metrics
-from echo.aec import rendering as aec_rendering
 from echo.attachments import parts as parts_module
 from echo.config import valves as valves_module
 from echo.filters import base, context_files
@@ -201,7 +200,7 @@ class ContextFilter:
         block = aec.render_block(environment)
         model = str(body.get("model") or "")
         if model and not model.startswith(PIPE_PREFIX):  # no pipe will resolve them: say the model here
-            quoted = aec_rendering.quoted(model)
+            quoted = aec.quoted(model)
             block = block.replace(f'"{aec.MODEL_ID_PLACEHOLDER}"', quoted)
             block = block.replace(f'"{aec.MODEL_ORIGIN_PLACEHOLDER}"', quoted)
         return block

@@ -6,6 +6,10 @@ model call, server-side in Open WebUI:
 
 - `POST /tools/search_memories` `{"query", "k"}`: the calling user's long-term memories nearest to
   the query, with their date, importance and tags.
+- `POST /tools/search_session_context` `{"source_id", "query", "k"}`: the passages of one ingested
+  file of the calling user nearest to the query (`echo.filters.context_search`).
+- `POST /tools/save_plan`, `update_plan`, `list_plans`, `commit_code`, `read_code`, `list_code`: the
+  model's plans and code entries for the calling user's chat (`echo.hooks.registry_tools`).
 
 The OpenAPI document is served without auth (Open WebUI fetches it so) and is generated from these
 routes, so it always matches them. Every call carries the bearer key and Open WebUI's
@@ -24,8 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import echo
 from echo.errors import EchoError
+from echo.filters import context_search
 from echo.hooks import memories as memories_api
-from echo.hooks import wire
+from echo.hooks import registry_tools, wire
 
 __all__ = ["USER_HEADER", "build_tools_router"]
 
@@ -55,6 +60,40 @@ class RememberedItem(BaseModel):
 
 class SearchMemoriesAnswer(BaseModel):
     memories: list[RememberedItem]
+
+
+class SearchSessionContext(BaseModel):
+    """Search the content of a file attached to this conversation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source_id: str = Field(
+        min_length=1,
+        max_length=500,
+        description="The file's source_id, as given in its <smart_context> block (U_…_C_…_T_…).",
+    )
+    query: str = Field(
+        min_length=1,
+        max_length=20000,
+        description="What to find in the file: a precise question or keywords.",
+    )
+    k: int = Field(5, ge=1, le=20, description="How many passages to return.")
+
+
+class ContextChunk(BaseModel):
+    text: str
+    score: float
+    chunk_index: int | None = None
+
+
+class SearchSessionContextAnswer(BaseModel):
+    source_id: str
+    status: str = Field(
+        description="ready, pending (still being indexed), failed, or unknown (no such file)."
+    )
+    filename: str | None = None
+    error: str | None = None
+    chunks: list[ContextChunk]
 
 
 def _user(value: str | None) -> str:
@@ -101,10 +140,36 @@ def build_tools_router(auth: Any) -> APIRouter:
         ]
         return JSONResponse({"memories": items})
 
+    @operations.post(
+        "/tools/search_session_context",
+        operation_id="search_session_context",
+        summary="Search a file attached to this conversation",
+        description="The passages of a file (its source_id is in the file's <smart_context> block) nearest "
+        "to the query, best first. Use it to answer from a large file whose summary is not enough.",
+        response_model=SearchSessionContextAnswer,
+        response_model_exclude_none=True,
+    )
+    async def search_session_context(
+        request: Request,
+        call: SearchSessionContext,
+        x_openwebui_user_id: Annotated[str | None, Header(include_in_schema=False)] = None,
+    ) -> JSONResponse:
+        user_id = _user(x_openwebui_user_id)
+        runtime = memories_api.backends_of(request)
+        try:
+            found = await context_search.search_session_context(
+                runtime, user_id, call.source_id.strip(), call.query, call.k
+            )
+        except EchoError as error:
+            raise HTTPException(status_code=503, detail=f"a backend is unavailable: {error}") from error
+        return JSONResponse({k: v for k, v in found.items() if v is not None})
+
+    operations.include_router(registry_tools.build_registry_operations(_user))
     document = get_openapi(
         title="ECHO tools",
         version=echo.__version__,
-        description="Tools of ECHO for Open WebUI: long-term memory search.",
+        description="Tools of ECHO for Open WebUI: long-term memory search, search in the files"
+        " attached to a conversation, and the model's own plans and code registry for a conversation.",
         routes=operations.routes,
     )
     document["components"] = {

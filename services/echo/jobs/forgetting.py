@@ -8,6 +8,8 @@ all and says what each deleted. The built-in parts, in this order:
    version, and the record of their distilled windows. A distill job already running finds its row
    gone when it takes the lock and writes nothing (`echo.jobs.distill`).
 2. `conversations`: summaries, content-addressed messages and chat heads (`echo.store.conversations`).
+   `shadow`: the rich shadow's points, payloads, signatures and tool journal (`echo.store.shadow`).
+   `registries`: the model's plans and code entries in every chat (`echo.store.registries`).
 3. `vectors`: the user's points in every collection of the tenant (memories, ephemeral files).
 
 A part that fails does not stop the others; the answer names it, and calling again finishes the job
@@ -23,7 +25,8 @@ import structlog
 
 from echo.errors import EchoError
 from echo.jobs import queue
-from echo.store import conversations, memories, pool
+from echo.store import attachments, conversations, memories, pool, registries
+from echo.store import shadow as shadow_store
 from echo.vectors import base as vectors_base
 
 __all__ = ["Forgetting", "Forgotten", "builtin_forgetting"]
@@ -89,6 +92,15 @@ def builtin_forgetting(
         summaries, messages = await conversation_store.forget(user_id)
         return {"summaries": summaries, "messages": messages}
 
+    async def attachment_rows(user_id: str) -> dict[str, int]:
+        return {"attachments": await attachments.Attachments(store).forget(user_id)}
+
+    async def shadow_rows(user_id: str) -> dict[str, int]:
+        return await shadow_store.ShadowStore(store).forget(user_id)
+
+    async def registry_rows(user_id: str) -> dict[str, int]:
+        return await registries.Registries(store).forget(user_id)
+
     async def vector_points(user_id: str) -> dict[str, int]:
         found = vectors()
         if found is None:
@@ -100,5 +112,8 @@ def builtin_forgetting(
     forgetting = Forgetting()
     forgetting.register("jobs_and_memories", jobs_and_memories)
     forgetting.register("conversations", conversation_rows)
+    forgetting.register("attachments", attachment_rows)
+    forgetting.register("shadow", shadow_rows)
+    forgetting.register("registries", registry_rows)
     forgetting.register("vectors", vector_points)
     return forgetting
