@@ -118,7 +118,7 @@ PIPE_LATENCY = Histogram(
     " user's turn stored before the call), first_token (request to the first byte from Gemini), total"
     " (request to the end of the answer), archive (the rich turn stored at the end).",
     ["model", "phase"],
-    buckets=_LATENCY_BUCKETS + (30.0, 60.0, 120.0),
+    buckets=(*_LATENCY_BUCKETS, 30.0, 60.0, 120.0),
 )
 PIPE_TOOL_CALLS = Counter(
     "echo_pipe_tool_calls_total",

@@ -79,6 +79,10 @@ def test_replay(name: str, replay_server: tuple[httpx.Client, FakeGemini]) -> No
         assert answer.status_code == 200, (hook_id, answer.text)
         returned = answer.json()
         sent = request["body"]
+        if hook_id == PIPE_ID and phase == "inlet":  # the pipe's inlet keeps what it needs of metadata
+            context = returned.pop("echo_ctx")
+            assert context.get("chat_id") == ((sent.get("metadata") or {}).get("chat_id") or None)
+            assert context.get("user_id") == request["user"]["id"]
         assert set(returned) == set(sent), hook_id
         assert _message_ids(returned) == _message_ids(sent)
         assert returned.get("metadata") == sent.get("metadata")

@@ -3,8 +3,9 @@
 - Before the Gemini call, ``user_record``: the current user message's point, with its rich form when
   Open WebUI will not send it back whole — the text the pipe received differs from the one later
   turns hash (Open WebUI's RAG template wrapped it around the file texts), it holds injected blocks
-  the chain leaves out (``<smart_context>``), or parts a filter added (native file parts). The per-turn blocks (``<environnement_contexte>``,
-  ``<echo_memories>``, ``<echo_summary>``) are not kept: the filters write fresh ones every turn.
+  the chain leaves out (``<smart_context>``), or parts a filter added (native file parts). The
+  per-turn blocks (``<environnement_contexte>``, ``<echo_memories>``, ``<echo_summary>``) are not
+  kept: the filters write fresh ones every turn.
 - At the end of the call, ``model_record``: the assistant message Open WebUI will store for this call
   (the text streamed, masked, and the tool calls it was given), keyed by its cumulative hash after the
   history's last point, with everything produced during the call: the model steps with their thought
