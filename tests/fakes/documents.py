@@ -44,9 +44,11 @@ def corrupt_pdf() -> bytes:
     return good[: len(good) // 3] + b"\x00garbage" * 50
 
 
-def png(width: int = 2, height: int = 2) -> bytes:
-    """A valid RGB PNG."""
-    raw = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+def png(width: int = 2, height: int = 2, *, noise: bool = False) -> bytes:
+    """A valid RGB PNG: red, or random pixels (`noise`, so its size grows with its area)."""
+    rng = random.Random(width * 7919 + height)
+    row = (lambda: rng.randbytes(3 * width)) if noise else (lambda: b"\xff\x00\x00" * width)
+    raw = b"".join(b"\x00" + row() for _ in range(height))
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         checksum = zlib.crc32(kind + data) & 0xFFFFFFFF

@@ -344,3 +344,22 @@ async def test_search_session_context_refuses_calls_without_a_user(service: Memo
     assert "extra" in answer.text
     spec = (await service.http.get("/tools/openapi.json")).json()
     assert "/tools/search_session_context" in spec["paths"]
+
+
+async def test_a_large_image_is_native_now_and_queued_for_transcription(
+    service: MemoryService, files: FakeFiles
+) -> None:
+    image = documents.png(60, 60, noise=True)
+    assert len(image) > SMALL_LIMIT
+    item = files.add("scan", "scan.png", "image/png", image, None)
+    out = await inlet(service, inlet_body("What does the scan say?", [item]))
+    content = out["messages"][-1]["content"]
+    assert content[-1]["type"] == "image_url"
+    assert modes(out) == ["rag_ephemeral"]
+    (source_id,) = source_ids(out)
+    row = await settled(service, source_id)  # the offline provider cannot transcribe it
+    assert row["status"] == "failed"
+    assert "offline provider reads no images" in row["error"]
+    again = await inlet(service, inlet_body("And now?", [item]))
+    assert again["messages"][-1]["content"][-1]["type"] == "image_url"  # still a native part
+    assert "n'a pas pu être lu" in user_text(again)

@@ -4,6 +4,7 @@ sweep taking files and their chunks out."""
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -212,3 +213,80 @@ async def test_the_retention_sweep_deletes_expired_files_and_their_chunks(
     assert await vectors.count(vectors_base.Kind.EPHEMERAL, user_id="u1", source_id=old) == 0
     assert await vectors.count(vectors_base.Kind.EPHEMERAL, user_id="u1", source_id=kept) > 0
     assert await run.expire() == 0
+
+
+class MediaFiles:
+    """Open WebUI's files API as the handler reads it: one file's bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def file_bytes(self, file_id: str, *, max_bytes: int, timeout_s: float | None = None) -> bytes:
+        return self.data
+
+    async def file(self, file_id: str, *, timeout_s: float | None = None) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def registered_media(store: Store, mime: str) -> str:
+    registry = attachments.Attachments(store)
+    new = attachments.NewAttachment("c1", "img1", "scan.png", mime, routing.Mode.RAG, "pending", None, 100)
+    async with store.transaction() as connection:
+        source_id, _ = await registry.register(connection, "u1", new, now=time.time(), retention_seconds=60)
+    return source_id
+
+
+async def test_an_image_is_transcribed_by_the_multimodal_model_then_indexed(
+    store: Store, vectors: Any, gemini: FakeGemini, tmp_path: Path
+) -> None:
+    image = documents.png(40, 40, noise=True)
+    settings = Settings(
+        data_dir=tmp_path, llm_provider="gemini", gemini_api_key="k", gemini_base_url=gemini.base_url
+    )
+    gemini.responder = lambda body: "A scanned invoice. Text: INVOICE 2291, total 418 euros, due 2027-01-15."
+    source_id = await registered_media(store, "image/png")
+    run = map_reduce.MapReduceHandler(
+        store,
+        lambda: factory.llm_from_settings(settings),
+        Backends(FakeEmbedder(64), vectors),
+        MediaFiles(image),  # type: ignore[arg-type]
+        max_attempts=3,
+    )
+    try:
+        await run(job(source_id, file_id="img1", filename="scan.png", mime_type="image/png"))
+    finally:
+        await run.aclose()
+    (asked,) = gemini.requests
+    parts = asked.body["contents"][-1]["parts"]
+    inline = parts[0].get("inlineData") or parts[0]["inline_data"]
+    assert inline.get("mimeType", inline.get("mime_type")) == "image/png"
+    encoded = inline["data"]  # the SDK sends URL-safe base64, unpadded
+    assert base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)) == image
+    assert "transcribe all its text" in parts[1]["text"]
+    row = await attachments.Attachments(store).get("u1", source_id)
+    assert row is not None
+    assert row.status == "ready"
+    assert "INVOICE 2291" in (row.summary or "")
+    assert await vectors.count(vectors_base.Kind.EPHEMERAL, user_id="u1", source_id=source_id) == 1
+
+
+async def test_offline_media_are_not_transcribed_and_the_file_says_why(
+    store: Store, vectors: Any, tmp_path: Path
+) -> None:
+    source_id = await registered_media(store, "image/png")
+    run = map_reduce.MapReduceHandler(
+        store,
+        lambda: factory.llm_from_settings(Settings(data_dir=tmp_path, llm_provider="offline")),
+        Backends(FakeEmbedder(64), vectors),
+        MediaFiles(documents.png(8, 8)),  # type: ignore[arg-type]
+        max_attempts=3,
+    )
+    with pytest.raises(errors.PermanentJobError, match="offline provider reads no images"):
+        await run(job(source_id, file_id="img1", filename="scan.png", mime_type="image/png"))
+    row = await attachments.Attachments(store).get("u1", source_id)
+    assert row is not None
+    assert row.status == "failed"
+    assert "native part" in (row.error or "")

@@ -137,6 +137,14 @@ def test_routing_by_kind_and_size() -> None:
     assert routing.route(facts("x" * 10, 500), other, LIMITS, pipe_model=False).mode is routing.Mode.INLINE
 
 
+def test_media_over_the_direct_limit_are_native_and_transcribed() -> None:
+    video = mime_module.MimeVerdict("video/mp4", mime_module.Kind.VIDEO)
+    small = routing.route(facts(None, 900), video, LIMITS, pipe_model=True)
+    large = routing.route(facts(None, 4000), video, LIMITS, pipe_model=True)
+    assert (small.mode, small.transcribe) == (routing.Mode.NATIVE, False)
+    assert (large.mode, large.transcribe) == (routing.Mode.NATIVE, True)
+
+
 @pytest.mark.parametrize(
     ("file", "reason"),
     [

@@ -46,7 +46,7 @@ def request(**fields: Any) -> LLMRequest:
 
 
 def test_public_api_is_pinned() -> None:
-    assert interface.__all__ == ["LLM", "ROLES", "LLMRequest", "LLMResult", "Usage"]
+    assert interface.__all__ == ["LLM", "ROLES", "LLMRequest", "LLMResult", "Media", "Usage"]
     assert errors.__all__ == ["EmptyAnswer", "InvalidJSON", "LLMError"]
     assert responses.__all__ == [
         "extract_json",

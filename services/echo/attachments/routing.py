@@ -5,7 +5,8 @@ By kind (`echo.attachments.mime`) and size (`MAX_DIRECT_TEXT_SIZE`, the seed's 2
 - larger text goes to the ephemeral RAG (`rag_ephemeral`): chunked, embedded, summarised by a job;
 - images, audio and video Gemini reads natively stay native parts (`native`) up to the native
   limit: images for every model (they travel as `image_url` parts), audio and video for the `echo.*`
-  pipe models only (other providers do not take them, so those are left to Open WebUI);
+  pipe models only (other providers do not take them, so those are left to Open WebUI); one larger
+  than `MAX_DIRECT_TEXT_SIZE` is also transcribed into the ephemeral RAG (`transcribe`);
 - a file over the hard limit, or empty, is refused with a reason; a binary file whose text is not
   known (an archive, an executable) is left to Open WebUI.
 """
@@ -49,11 +50,14 @@ class Limits:
 
 @dataclass(frozen=True)
 class Route:
-    """`mode` None: ECHO does not take the file (`refused` True: nobody should — the reason says why)."""
+    """`mode` None: ECHO does not take the file (`refused` True: nobody should — the reason says why).
+    `transcribe`: a native media part over `MAX_DIRECT_TEXT_SIZE` is also transcribed into the
+    ephemeral RAG by the multimodal model (a job), so later turns can search it."""
 
     mode: Mode | None
     reason: str
     refused: bool = False
+    transcribe: bool = False
 
 
 def route(facts: FileFacts, verdict: mime_module.MimeVerdict, limits: Limits, *, pipe_model: bool) -> Route:
@@ -76,7 +80,8 @@ def route(facts: FileFacts, verdict: mime_module.MimeVerdict, limits: Limits, *,
                 " part (MAX_NATIVE_FILE_SIZE); media are not transcribed in this version",
                 True,
             )
-        return Route(Mode.NATIVE, f"{verdict.mime} read natively by the model")
+        large = size is not None and size > limits.max_direct_text_bytes
+        return Route(Mode.NATIVE, f"{verdict.mime} read natively by the model", transcribe=large)
     if text_bytes is None:
         if size == 0:
             return Route(None, "the file is empty (zero bytes)", True)

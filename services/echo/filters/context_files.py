@@ -7,7 +7,9 @@ extracted text; `/content` the bytes of a native part), then routed (`echo.attac
 
 - inline: the text goes into the turn in a `<smart_context mode="inline">` block, fenced as data;
 - native: the bytes become a part of the user message (`image_url` for images, a `file` part for
-  audio and video, `echo.*` pipe models only), re-sniffed from the bytes;
+  audio and video, `echo.*` pipe models only), re-sniffed from the bytes; media larger than
+  `MAX_DIRECT_TEXT_SIZE` are also registered for the ephemeral RAG, and the `map_reduce` job has the
+  multimodal model transcribe them (offline, the job says it cannot and the block tells the model);
 - rag_ephemeral: the file is registered as pending and one `map_reduce` job is enqueued in the same
   transaction (idempotent per source id); the block says the summary is pending until the job is done,
   then carries the summary; the same content in the same chat is one row, ingested once;
@@ -45,6 +47,7 @@ log = structlog.get_logger("echo.filters.context")
 
 _MIN_CALL_S = 0.05  # below this much time left, no Open WebUI call is started
 _SHA = "sha256"
+_MEDIA = frozenset({mime_module.Kind.IMAGE, mime_module.Kind.AUDIO, mime_module.Kind.VIDEO})
 
 
 def map_reduce_job_key(user_id: str, source_id: str) -> str:
@@ -149,7 +152,8 @@ class Files:
         try:
             if store is not None:
                 known = await attachments.Attachments(store).by_file(user_id, chat_id, file_id)
-                if known is not None and known.mode == routing.Mode.RAG.value:
+                textual = known is not None and mime_module.kind_of(known.mime_type) not in _MEDIA
+                if known is not None and textual and known.mode == routing.Mode.RAG.value:
                     return FileOutcome(
                         file_id, known.filename, True, "reused", block=_registered_block(known)
                     )
@@ -222,13 +226,14 @@ class Files:
             if facts.text is not None
             else None
         )
+        ingest = decision.mode is routing.Mode.RAG or decision.transcribe  # a map_reduce job to run
         new = attachments.NewAttachment(
             chat_id=chat_id,
             file_id=facts.file_id,
             filename=facts.filename,
             mime_type=verdict.mime,
-            mode=decision.mode,
-            status="pending" if decision.mode is routing.Mode.RAG else "ready",
+            mode=routing.Mode.RAG if ingest else decision.mode,
+            status="pending" if ingest else "ready",
             content_sha256=hashlib.new(_SHA, content).hexdigest() if content is not None else None,
             size_bytes=len(content) if content is not None else facts.size_bytes or 0,
             pending_text=facts.text if decision.mode is routing.Mode.RAG and api is None else None,
@@ -242,7 +247,7 @@ class Files:
                 now=time.time(),
                 retention_seconds=settings.EPHEMERAL_RETENTION_HOURS * 3600.0,
             )
-            if decision.mode is routing.Mode.RAG and created:
+            if ingest and created:
                 await queue.JobQueue(store).enqueue(
                     kinds.MAP_REDUCE,
                     _job_payload(user_id, chat_id, source_id, facts, verdict.mime, settings),
@@ -257,7 +262,14 @@ class Files:
                 )
             block = blocks.pending_block(facts.filename, verdict.mime, source_id)
             return FileOutcome(facts.file_id or "", facts.filename, True, decision.mode.value, block=block)
-        return _rendered(facts, verdict, decision.mode, source_id, data)
+        rendered = _rendered(facts, verdict, decision.mode, source_id, data)
+        if not ingest:
+            return rendered
+        known = await registry.get(user_id, source_id)  # the media's transcript: pending, ready or failed
+        block = _registered_block(known) if known is not None else rendered.block
+        return FileOutcome(
+            rendered.file_id, rendered.filename, True, rendered.mode, block=block, part=rendered.part
+        )
 
 
 def _job_payload(

@@ -95,6 +95,10 @@ class GeminiLLM:
             types.Content(role="model" if role == "assistant" else "user", parts=[types.Part(text=text)])
             for role, text in request.messages
         ]
+        if request.media:
+            last_user = max(i for i, (role, _) in enumerate(request.messages) if role == "user")
+            media = [types.Part.from_bytes(data=m.data, mime_type=m.mime_type) for m in request.media]
+            contents[last_user].parts = [*media, *(contents[last_user].parts or [])]
         config = types.GenerateContentConfig(
             system_instruction=request.system or None,
             temperature=request.temperature,

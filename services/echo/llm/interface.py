@@ -12,10 +12,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["LLM", "ROLES", "LLMRequest", "LLMResult", "Usage"]
+__all__ = ["LLM", "ROLES", "LLMRequest", "LLMResult", "Media", "Usage"]
 
 ROLES = frozenset({"user", "assistant"})
 """Message roles a request may carry; system text goes to ``LLMRequest.system``."""
+
+
+@dataclass(frozen=True)
+class Media:
+    """An image, audio or video file given to the model with the last user message (transcription)."""
+
+    mime_type: str
+    data: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if "/" not in self.mime_type:
+            raise ValueError(f"media.mime_type: expected a MIME type, not {self.mime_type!r}")
+        if not self.data:
+            raise ValueError("media.data: expected the file's bytes, got none")
 
 
 @dataclass(frozen=True)
@@ -23,7 +37,8 @@ class LLMRequest:
     """One generation. ``messages`` are ``(role, text)`` pairs, role ``user`` or ``assistant``.
 
     ``max_output_tokens`` bounds the answer (tokens); ``temperature`` defaults low because background
-    work wants stable, faithful output rather than variety.
+    work wants stable, faithful output rather than variety. ``media`` go with the last user message
+    (a provider that reads none raises a permanent ``LLMError`` saying so).
     """
 
     model: str
@@ -33,6 +48,7 @@ class LLMRequest:
     max_output_tokens: int = 2048
     json_schema: Mapping[str, Any] | None = field(default=None, hash=False)
     purpose: str = "other"
+    media: Sequence[Media] = field(default=(), hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", tuple((str(r), str(t)) for r, t in self.messages))
@@ -51,6 +67,9 @@ class LLMRequest:
             raise ValueError("json_schema: expected a JSON Schema object")
         if not self.purpose:
             raise ValueError("purpose: expected a non-empty label")
+        object.__setattr__(self, "media", tuple(self.media))
+        if self.media and "user" not in {role for role, _ in self.messages}:
+            raise ValueError("media: they go with a user message, and there is none")
 
     @property
     def input_text(self) -> str:

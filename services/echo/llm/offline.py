@@ -27,6 +27,7 @@ import structlog
 
 from echo import metrics, tokens
 from echo.llm import calls, extractive, retries
+from echo.llm.errors import LLMError
 from echo.llm.interface import LLMRequest, LLMResult, Usage
 
 __all__ = ["OfflineLLM", "fill_schema"]
@@ -147,6 +148,10 @@ class OfflineLLM:
         log.warning("llm_offline", reason=reason, effect="extractive summaries, heuristic JSON")
 
     async def generate(self, request: LLMRequest) -> LLMResult:
+        if request.media:
+            raise LLMError(
+                f"the offline provider reads no images, audio or video ({self.reason})", None, False
+            )
         request = dataclasses.replace(request, model="offline")
 
         async def attempt() -> calls.Answer:

@@ -92,6 +92,8 @@ class OpenAICompatibleLLM:
         self._sleep = sleep
 
     async def generate(self, request: LLMRequest) -> LLMResult:
+        if request.media:
+            raise LLMError("the OpenAI-compatible provider is given no images, audio or video", None, False)
         body = chat_body(request, self._json_mode)
 
         async def attempt() -> calls.Answer:
