@@ -221,8 +221,9 @@ class FakeGemini:
         self.chunk_delay_s = 0.0
         """Seconds to wait between two events of a streamed answer."""
         self.requests: list[RecordedRequest] = []
-        self.responder: Callable[[JSON], str] | None = None
-        """Computes the answer text of a generation from its request body when nothing is scripted."""
+        self.responder: Callable[[JSON], str | list[JSON]] | None = None
+        """Computes the answer of a generation from its request body when nothing is scripted: its text,
+        or its parts in the API's shapes (``functionCall``, ``thoughtSignature`` in base64…)."""
         self.require_signatures = True
         """Refuse requests whose thought signatures Gemini would refuse (see the module docstring)."""
         self.issued_signatures: set[bytes] = set()
@@ -402,13 +403,16 @@ class FakeGemini:
             parts.append(part)
         self.reply_chunks([_chunk(parts, "STOP")], usage=usage)
 
+    def _note_signatures(self, chunks: Iterable[JSON]) -> None:
+        for chunk in chunks:
+            for candidate in chunk.get("candidates", []):
+                for part in candidate.get("content", {}).get("parts", []):
+                    if "thoughtSignature" in part:
+                        self.issued_signatures.add(signature_bytes(part["thoughtSignature"]))
+
     def _push(self, queue: str, reply: _Reply) -> None:
         with self._lock:
-            for chunk in reply.chunks:
-                for candidate in chunk.get("candidates", []):
-                    for part in candidate.get("content", {}).get("parts", []):
-                        if "thoughtSignature" in part:
-                            self.issued_signatures.add(signature_bytes(part["thoughtSignature"]))
+            self._note_signatures(reply.chunks)
             self._replies[queue].append(reply)
 
     def _pop(self, queue: str) -> _Reply | None:
@@ -479,7 +483,11 @@ class FakeGemini:
 
     def _computed_reply(self, body: JSON) -> _Reply:
         if self.responder is not None:
-            return _Reply(chunks=(_chunk([_text_part(self.responder(body))], "STOP"),))
+            answer = self.responder(body)
+            parts = [_text_part(answer)] if isinstance(answer, str) else answer
+            with self._lock:
+                self._note_signatures([_chunk(parts)])
+            return _Reply(chunks=(_chunk(parts, "STOP"),))
         return self._default_reply(body)
 
     @staticmethod

@@ -618,3 +618,71 @@ async def test_model_placeholders_are_resolved_and_the_block_is_not_kept(
         await store.fetchval("SELECT count(*) FROM suture_index WHERE rich IS NOT NULL AND role = 'user'")
         == 0
     )
+
+
+async def test_a_non_streamed_call_returns_the_tool_calls_in_the_message(
+    http: httpx.AsyncClient, gemini: FakeGemini
+) -> None:
+    gemini.reply_function_calls(
+        [("get_weather", {"city": "Oslo"}), ("get_weather", {"city": "Bergen"})], SIG_CALL, text="Checking."
+    )
+    body = {
+        "model": PIPE,
+        "messages": [{"role": "user", "content": "Weather in Oslo and Bergen?"}],
+        "tools": [WEATHER_TOOL],
+        "user": USER,
+    }
+    answer = (await http.post("/chat/completions", json=body)).json()
+    choice = answer["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["content"] == "Checking."
+    calls = choice["message"]["tool_calls"]
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [{"city": "Oslo"}, {"city": "Bergen"}]
+    assert all(c["id"].startswith("call_") and c["type"] == "function" for c in calls)
+    # Open WebUI's follow-up: the text and both calls on one assistant message, then both results.
+    history = [
+        *body["messages"],
+        {"role": "assistant", "content": "Checking.", "tool_calls": as_openwebui_replays(calls)},
+        {"role": "tool", "tool_call_id": calls[0]["id"], "content": "snow"},
+        {"role": "tool", "tool_call_id": calls[1]["id"], "content": "rain"},
+    ]
+    gemini.reply_text("Snow in Oslo, rain in Bergen.")
+    follow = (await http.post("/chat/completions", json={**body, "messages": history})).json()
+    assert follow["choices"][0]["message"]["content"] == "Snow in Oslo, rain in Bergen."
+    sent = gemini.requests[-1].body["contents"]
+    assert [p.get("text") or p["functionCall"]["args"]["city"] for p in sent[1]["parts"]] == [
+        "Checking.",
+        "Oslo",
+        "Bergen",
+    ]
+    assert signed(sent[1]["parts"][1]) == SIG_CALL
+    assert [p["functionResponse"]["response"]["result"] for p in sent[2]["parts"]] == ["snow", "rain"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"tools": [{"type": "function", "function": {"description": "no name"}}]}, "tools[0].function.name"),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {
+                        "role": "assistant",
+                        "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{"}}],
+                    },
+                    {"role": "tool", "tool_call_id": "c", "content": "y"},
+                ]
+            },
+            "messages[1].tool_calls[0].function.arguments",
+        ),
+    ],
+)
+async def test_a_malformed_body_is_a_422_naming_the_field_and_stores_nothing(
+    http: httpx.AsyncClient, store: Store, extra: dict[str, Any], field: str
+) -> None:
+    body = {"model": PIPE, "messages": [{"role": "user", "content": "x"}], "user": USER, **extra}
+    answer = await http.post("/chat/completions", json=body)
+    assert answer.status_code == 422
+    assert field in answer.json()["detail"]["message"]
+    assert await rows(store, "suture_index") == 0
