@@ -95,6 +95,11 @@ def _valves(settings: Settings, options: Options) -> dict[str, valves_module.Val
         style=options.style,
         max_summary_tokens=options.max_summary_tokens,
     )
+    context = found.get("echo_context")
+    if isinstance(context, valves_module.ContextValves):
+        # The AEC block carries the date and time of the run: without it a replay's token counts are
+        # reproducible, and they measure compression alone.
+        found["echo_context"] = context.model_copy(update={"ENABLE_AEC": False})
     return found
 
 
