@@ -184,9 +184,10 @@ class MapReduceHandler:
             return False
         text = await self._text(spec)
         embedder, vectors = await self._ready()
-        chunks = await self._index(spec, text, embedder, vectors)
+        offsets = await asyncio.to_thread(tokens.token_offsets, text)  # CPU-bound: off the event loop
+        chunks = await self._index(spec, text, offsets, embedder, vectors)
         await self.registry.mark_indexed(spec.user_id, spec.source_id, len(chunks))
-        summary, mode = await self._summary(spec, text)
+        summary, mode = await self._summary(spec, text, offsets)
         if await self.registry.mark_ready(spec.user_id, spec.source_id, summary, mode):
             bound.info("file_ingested", chunks=len(chunks), summary_mode=mode, chars=len(text))
         else:  # forgotten or expired meanwhile: take the chunks back out
@@ -268,10 +269,10 @@ class MapReduceHandler:
         self,
         spec: MapReduceJob,
         text: str,
+        offsets: Sequence[int],
         embedder: embeddings_base.Embedder,
         vectors: vectors_base.VectorStore,
     ) -> list[chunking.Chunk]:
-        offsets = await asyncio.to_thread(tokens.token_offsets, text)
         chunks = chunking.chunk_text(text, offsets, size=spec.chunk_tokens, overlap=spec.overlap_tokens)
         for start in range(0, len(chunks), EMBED_BATCH):
             batch = chunks[start : start + EMBED_BATCH]
@@ -294,11 +295,10 @@ class MapReduceHandler:
             metrics.CONTEXT_INGESTED_BYTES.inc(sum(len(c.text.encode("utf-8")) for c in batch))
         return chunks
 
-    async def _summary(self, spec: MapReduceJob, text: str) -> tuple[str, str]:
+    async def _summary(self, spec: MapReduceJob, text: str, offsets: Sequence[int]) -> tuple[str, str]:
         if mapreduce.fast_path(text, spec.max_words):
             return text.strip(), "fast_path"
         model = await self._llm.get()
-        offsets = await asyncio.to_thread(tokens.token_offsets, text)
         sections = chunking.sections(text, offsets, max_tokens=MAP_SECTION_TOKENS, max_sections=MAX_MAP_CALLS)
         limit = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
 
