@@ -7,8 +7,10 @@ page, edits a valve, chats (plain and streamed) with a Google key and a GitHub t
 and checks they arrive masked, tells a fact in one chat and checks it is distilled into a memory and
 recalled (fenced) in a later chat and found by the tool server, checks a long chat reaches the model
 compressed, uploads a large file and checks it reaches the model as an ephemeral-RAG block (summary
-pending, then written by the map_reduce job) and is found by search_session_context, registers ECHO's
-tool server in Open WebUI, installs
+pending, then written by the map_reduce job) and is found by search_session_context, chats two turns
+with `echo.<model>` where the model calls ECHO's own search_memories (run in the pipe) and checks the
+second turn gets the call, its result and both thought signatures back from the rich shadow, registers
+ECHO's tool server in Open WebUI, installs
 `integrations/openwebui/echo_filter_function.py` as a global Function and checks that every hook
 then runs twice (once per way of connecting). Prints a table of what it checked and exits non-zero
 on the first failure. Needs about 3 GB for the venv.
@@ -16,6 +18,7 @@ on the first failure. Needs about 3 GB for the venv.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -32,7 +35,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fakes.gemini_server import FakeGemini  # noqa: E402
+from fakes.gemini_server import FakeGemini, signature_bytes  # noqa: E402
 from fakes.memory_llm import memory_answer  # noqa: E402
 
 OPENWEBUI = ROOT / ".venv-openwebui" / "bin" / "open-webui"
@@ -151,14 +154,82 @@ def main() -> int:
     return 0
 
 
-def model_answer(body: dict[str, Any]) -> str:
+SHADOW_MARK = "SHADOW-CHECK"
+SHADOW_QUESTION = f"{SHADOW_MARK} 1: what is my dog's name?"
+SIG_CALL, SIG_ANSWER = b"live-call-signature\x00\xff", b"live-answer-signature\x01\xfe"
+
+
+def model_answer(body: dict[str, Any]) -> str | list[dict[str, Any]]:
     """The fake model: background work (a JSON answer asked for) gets a distillation or a merge,
-    chats get their last user text echoed (so the masking checks see the secrets come back)."""
+    chats get their last user text echoed (so the masking checks see the secrets come back); the
+    rich-shadow check's first question gets a signed call of ECHO's search_memories, then a signed
+    answer."""
     if body.get("generationConfig", {}).get("responseMimeType") == "application/json":
         return memory_answer(body)
-    users = [c for c in body.get("contents", []) if c.get("role", "user") == "user"]
-    parts = users[-1].get("parts", []) if users else []
-    return "echo: " + "".join(p.get("text", "") for p in parts if isinstance(p, dict))
+    contents = body.get("contents", [])
+    asked = [i for i, c in enumerate(contents) if c.get("role", "user") == "user" and _texts(c)]
+    text = _texts(contents[asked[-1]]) if asked else ""
+    if text.rstrip().endswith(SHADOW_QUESTION):  # the user's text ends the content (recalled memories lead)
+        answered = any("functionResponse" in p for c in contents[asked[-1] + 1 :] for p in c.get("parts", []))
+        if not answered:
+            call = {"functionCall": {"name": "search_memories", "args": {"query": "my dog"}}}
+            return [{**call, "thoughtSignature": base64.b64encode(SIG_CALL).decode()}]
+        return [
+            {"text": "Your memories say: Pixel.", "thoughtSignature": base64.b64encode(SIG_ANSWER).decode()}
+        ]
+    return "echo: " + text
+
+
+def _texts(content: dict[str, Any]) -> str:
+    return "".join(p.get("text", "") for p in content.get("parts", []) if isinstance(p, dict))
+
+
+def pipe_checks(check: Checks, http: httpx.Client, echo_http: httpx.Client, gemini: FakeGemini) -> None:
+    """Several turns of echo.<model> through Open WebUI with ECHO's own tool: the call runs in the pipe,
+    and the next turn gets the call, its result and both thought signatures back from the shadow
+    (Open WebUI only kept the answer text)."""
+    first = {"role": "user", "content": SHADOW_QUESTION}
+    chat = {"model": "echo.gemini-2.5-flash", "stream": True, "messages": [first]}
+    streamed = http.post("/api/chat/completions", json=chat)
+    answer = "".join(
+        json.loads(line[6:])["choices"][0]["delta"].get("content", "")
+        for line in streamed.text.splitlines()
+        if line.startswith("data: {") and '"choices"' in line
+    )
+    tool_calls = [
+        line for line in echo_http.get("/metrics").text.splitlines()
+        if line.startswith('echo_pipe_tool_calls_total{executor="echo",outcome="ok"}')
+    ]  # fmt: skip
+    check(
+        "a streamed pipe answer through Open WebUI ran ECHO's search_memories in the pipe",
+        answer == "Your memories say: Pixel." and bool(tool_calls),
+        {"answer": answer, "metrics": tool_calls, "raw": streamed.text[:400]},
+    )
+    second = {"role": "user", "content": f"{SHADOW_MARK} 2: and what breed?"}
+    history = [first, {"role": "assistant", "content": answer}, second]
+    http.post("/api/chat/completions", json={**chat, "stream": False, "messages": history}).raise_for_status()
+    sent = next(
+        r.body
+        for r in reversed(gemini.requests)
+        if f"{SHADOW_MARK} 2" in json.dumps(r.body, ensure_ascii=False)
+    )
+    models = [c for c in sent["contents"] if c.get("role") == "model"]
+    results = [p for c in sent["contents"] for p in c.get("parts", []) if "functionResponse" in p]
+
+    def signature(part: dict[str, Any]) -> bytes:
+        return signature_bytes(part.get("thoughtSignature", ""))
+
+    check(
+        "the next turn gets the tool call, its result and both signatures back (bytes exact)",
+        len(models) >= 2
+        and models[0]["parts"][0].get("functionCall", {}).get("name") == "search_memories"
+        and signature(models[0]["parts"][0]) == SIG_CALL
+        and results
+        and results[0]["functionResponse"]["name"] == "search_memories"
+        and models[1]["parts"][0].get("text") == answer
+        and signature(models[1]["parts"][0]) == SIG_ANSWER,
+        json.dumps(sent, ensure_ascii=False)[:1500],
+    )
 
 
 def run_checks(check: Checks, webui: str, echo: str, gemini: FakeGemini, signup: dict[str, Any]) -> None:
@@ -221,6 +292,7 @@ def run_checks(check: Checks, webui: str, echo: str, gemini: FakeGemini, signup:
     )
 
     memory_checks(check, http, echo_http, user_id, gemini)
+    pipe_checks(check, http, echo_http, gemini)
     compression_checks(check, http, gemini)
     attachment_checks(check, http, echo_http, echo, user_id, gemini)
 
