@@ -429,6 +429,11 @@ def test_the_points_memo_hashes_only_what_a_call_adds_and_sees_edits() -> None:
     memo.points(("u", "d"), messages)
     memo.points(("u", "e"), messages)
     assert ("u", "c") not in memo._chats  # the least recently used chat went
+    small = shadow.PointsMemo(max_chars=100)
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 200}}
+    big = [{"role": "user", "content": [{"type": "text", "text": "look"}, image]}]
+    assert small.points("k", big) == shadow.conversation_points(big)
+    assert "k" not in small._chats  # too big to keep
 
 
 def test_the_process_caches_are_bounded_and_forget_an_owner() -> None:

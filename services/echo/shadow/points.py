@@ -102,27 +102,52 @@ def conversation_points(
     return tuple(points)
 
 
+def _size(message: Mapping[str, Any]) -> int:
+    """About how many characters a message holds (its texts and image URLs)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return len(content)
+    if not isinstance(content, list):
+        return 0
+    size = 0
+    for part in content:
+        if isinstance(part, Mapping):
+            text, image = part.get("text"), part.get("image_url")
+            url = image.get("url") if isinstance(image, Mapping) else image
+            size += (len(text) if isinstance(text, str) else 0) + (len(url) if isinstance(url, str) else 0)
+    return size
+
+
 class PointsMemo:
-    """The messages and points of each chat's previous call (LRU, ``max_chats``), so that a call whose
+    """The messages and points of each chat's previous call (LRU, at most ``max_chats`` chats and about
+    ``max_chars`` characters of their messages: pasted images make histories big), so that a call whose
     history starts with the previous one's hashes only the messages it adds. Messages are compared,
     not trusted: an edited history is hashed again from the start."""
 
-    def __init__(self, max_chats: int = 1024) -> None:
+    def __init__(self, max_chats: int = 1024, max_chars: int = 64 * 1024 * 1024) -> None:
         self.max_chats = max_chats
-        self._chats: OrderedDict[Hashable, tuple[list[Mapping[str, Any]], tuple[Point, ...]]] = OrderedDict()
+        self.max_chars = max_chars
+        self._chats: OrderedDict[Hashable, tuple[list[Mapping[str, Any]], tuple[Point, ...], int]] = (
+            OrderedDict()
+        )
+        self._chars = 0
 
     def points(
         self, key: Hashable, messages: Sequence[Mapping[str, Any]], *, current: CurrentMessage | None = None
     ) -> tuple[Point, ...]:
         known: tuple[int, Sequence[Point]] = (0, ())
-        previous = self._chats.get(key)
+        previous = self._chats.pop(key, None)
         if previous is not None:
-            seen, seen_points = previous
+            seen, seen_points, chars = previous
+            self._chars -= chars
             if len(seen) <= len(messages) and list(messages[: len(seen)]) == seen:
                 known = (len(seen), seen_points)
         found = conversation_points(messages, current=current, known=known)
-        self._chats[key] = (list(messages), found)
-        self._chats.move_to_end(key)
-        while len(self._chats) > self.max_chats:
-            self._chats.popitem(last=False)
+        chars = sum(_size(m) for m in messages if isinstance(m, Mapping))
+        if chars <= self.max_chars:
+            self._chats[key] = (list(messages), found, chars)
+            self._chars += chars
+        while self._chats and (len(self._chats) > self.max_chats or self._chars > self.max_chars):
+            _, (_, _, dropped) = self._chats.popitem(last=False)
+            self._chars -= dropped
         return found
