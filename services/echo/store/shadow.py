@@ -64,7 +64,7 @@ class PayloadCache:
 class PointCache:
     """Stored points (or their absence, None) this process looked up or wrote, per owner (LRU)."""
 
-    def __init__(self, max_entries: int = 50_000) -> None:
+    def __init__(self, max_entries: int = 20_000) -> None:
         self.max_entries = max_entries
         self._items: OrderedDict[tuple[Owner, str], shadow.StoredPoint | None] = OrderedDict()
 
