@@ -23,19 +23,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+import stores
 from fakes import documents
+from fakes.openwebui_files import BytesFiles
 
 from echo import bodies, tokens
 from echo.attachments import chunking, routing
@@ -46,37 +46,12 @@ from echo.embeddings import local
 from echo.filters import base, context, context_search
 from echo.jobs import domain, map_reduce
 from echo.llm import factory as llm_factory
-from echo.store import attachments, embedded, migrations, pool, tenancy
+from echo.store import attachments, pool
 from echo.vectors import base as vectors_base
 from echo.vectors import factory as vectors_factory
 
 GOAL_OVERHEAD = 0.20
 CHUNK_TOKENS, OVERLAP_TOKENS = 256, 32
-
-
-@contextlib.asynccontextmanager
-async def database(workdir: Path) -> AsyncIterator[str]:
-    dsn = os.environ.get("ECHO_DATABASE_URL")
-    if dsn:
-        yield dsn
-        return
-    server = embedded.EmbeddedPostgres(workdir / "postgres")
-    try:
-        yield await server.start()
-    finally:
-        await server.stop()
-
-
-@contextlib.asynccontextmanager
-async def tenant_store(dsn: str, tenant: str) -> AsyncIterator[pool.Store]:
-    schema = tenancy.schema_for(tenant)
-    store = await pool.Store.open(dsn, schema=schema, max_size=8, application_name="bench-attachments")
-    try:
-        await migrations.migrate(store)
-        yield store
-    finally:
-        await store.execute(f"DROP SCHEMA IF EXISTS {tenancy.quote_identifier(schema)} CASCADE")
-        await store.close()
 
 
 class Backends:
@@ -121,22 +96,6 @@ def job(source_id: str, name: str, mime: str) -> domain.Job:
     return domain.Job(id=1, kind="map_reduce", payload=payload, attempts=1)
 
 
-class PdfFiles:
-    """Open WebUI's files API as the handler sees it, serving one PDF's bytes."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    async def file_bytes(self, file_id: str, *, max_bytes: int, timeout_s: float | None = None) -> bytes:
-        return self.data
-
-    async def file(self, file_id: str, *, timeout_s: float | None = None) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
-
-
 async def ingest(args: argparse.Namespace, store: pool.Store, embedder: Any, vectors: Any) -> str:
     settings = Settings(llm_provider="offline")
     text = documents.long_text(int(args.size_mb * 1_000_000), marker="The vault code is 7741-ALPHA.")
@@ -150,7 +109,7 @@ async def ingest(args: argparse.Namespace, store: pool.Store, embedder: Any, vec
         ("handbook.txt", "text/plain", text.encode(), text),
         ("manual.pdf", "application/pdf", pdf, None),
     ):
-        files: Any = None if kept is not None else PdfFiles(data)
+        files: Any = None if kept is not None else BytesFiles(data)
         handler = map_reduce.MapReduceHandler(
             store,
             lambda: llm_factory.llm_from_settings(settings),
@@ -242,7 +201,10 @@ def percentile(values: list[float], q: int) -> float:
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-attachments-") as tmp:
         workdir = Path(tmp)
-        async with database(workdir) as dsn, tenant_store(dsn, f"bench-att-{os.getpid()}") as store:
+        async with (
+            stores.database(workdir) as dsn,
+            stores.tenant_store(dsn, f"bench-att-{os.getpid()}") as store,
+        ):
             embedder = local.LocalEmbedder(embeddings_factory.packaged_model_path())
             dimension = await embedder.probe()
             settings = Settings(data_dir=workdir, qdrant_path=workdir / "qdrant", tenant="bench")

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import statistics
@@ -34,13 +33,14 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+import stores
 from contract.embedding_server import StubEmbeddingServer
 from fakes.gemini_server import FakeGemini
 from fakes.live_server import LiveServer
@@ -57,7 +57,7 @@ from echo.filters import memory as memory_filter
 from echo.jobs import distill, kinds, memory_backends, queue, worker
 from echo.memory import cleaning
 from echo.replay import transcripts
-from echo.store import conversations, embedded, memories, migrations, pool, tenancy
+from echo.store import conversations, memories, pool
 from echo.vectors import base as vectors_base
 from echo.vectors import qdrant
 
@@ -77,31 +77,6 @@ class Runtime:
     store: pool.Store
     embedder: local.LocalEmbedder
     vectors: qdrant.QdrantVectorStore
-
-
-@contextlib.asynccontextmanager
-async def database(workdir: Path) -> AsyncIterator[str]:
-    dsn = os.environ.get("ECHO_DATABASE_URL")
-    if dsn:
-        yield dsn
-        return
-    server = embedded.EmbeddedPostgres(workdir / "postgres")
-    try:
-        yield await server.start()
-    finally:
-        await server.stop()
-
-
-@contextlib.asynccontextmanager
-async def tenant_store(dsn: str, tenant: str) -> AsyncIterator[pool.Store]:
-    schema = tenancy.schema_for(tenant)
-    store = await pool.Store.open(dsn, schema=schema, max_size=8, application_name="bench-memory")
-    try:
-        await migrations.migrate(store)
-        yield store
-    finally:
-        await store.execute(f"DROP SCHEMA IF EXISTS {tenancy.quote_identifier(schema)} CASCADE")
-        await store.close()
 
 
 def ctx(
@@ -153,7 +128,9 @@ async def part_one(
     for name in names:
         [transcript] = transcripts.parse(json.loads((LOCOMO / f"{name}.json").read_text()), name)
         user = f"locomo-{name}"
-        async with tenant_store(dsn, f"bench-mem-{uuid.uuid4().hex[:8]}") as store:
+        async with stores.tenant_store(
+            dsn, f"bench-mem-{uuid.uuid4().hex[:8]}", application="bench-memory"
+        ) as store:
             vectors = qdrant.QdrantVectorStore.connect(
                 dimension=dimension, tenant="bench", path=workdir / f"qdrant-{name}"
             )
@@ -247,7 +224,9 @@ async def part_two(
     for start in range(0, len(points), 200):
         await vectors.upsert(vectors_base.Kind.MEMORY, points[start : start + 200])
     count = await vectors.count(vectors_base.Kind.MEMORY, user_id="heavy")
-    async with tenant_store(dsn, f"bench-lat-{uuid.uuid4().hex[:8]}") as store:
+    async with stores.tenant_store(
+        dsn, f"bench-lat-{uuid.uuid4().hex[:8]}", application="bench-memory"
+    ) as store:
         runtime = Runtime(store, embedder, vectors)
         flt = memory_filter.MemoryFilter(lambda: runtime)
         valves = valves_module.MemoryValves()
@@ -283,7 +262,7 @@ async def part_three(
         for count in counts:
             tenant = f"bench-tp-{uuid.uuid4().hex[:8]}"
             where = workdir / f"tp-{count}-{'remote' if embedding_url else 'local'}"
-            async with tenant_store(dsn, tenant) as store:
+            async with stores.tenant_store(dsn, tenant) as store:
                 seconds = await _throughput(
                     store, dsn, tenant, where, gemini, recorded, jobs, count, embedding_url
                 )
@@ -456,7 +435,7 @@ async def main(args: argparse.Namespace) -> None:
     names = [n.strip() for n in args.conversations.split(",") if n.strip()]
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         workdir = Path(tmp)
-        async with database(workdir) as dsn:
+        async with stores.database(workdir) as dsn:
             embedder = local.LocalEmbedder(embeddings_factory.packaged_model_path())
             print(
                 f"Part 1: LoCoMo {', '.join(names)} through echo_memory"

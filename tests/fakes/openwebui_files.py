@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-__all__ = ["OWUI_FILES_KEY", "FakeFiles", "fake_files"]
+__all__ = ["OWUI_FILES_KEY", "BytesFiles", "FakeFiles", "fake_files"]
 
 OWUI_FILES_KEY = "sk-owui-admin-key"
 
@@ -81,6 +81,22 @@ class FakeFiles:
                 Route("/api/v1/files/{file_id}/content", content),
             ]
         )
+
+
+class BytesFiles:
+    """The files API as the map_reduce handler calls it, in process: one file's bytes, no record."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def file_bytes(self, file_id: str, *, max_bytes: int, timeout_s: float | None = None) -> bytes:
+        return self.data
+
+    async def file(self, file_id: str, *, timeout_s: float | None = None) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
 
 
 @contextmanager

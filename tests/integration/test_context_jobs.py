@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from fakes import documents
 from fakes.gemini_server import FakeGemini
+from fakes.openwebui_files import BytesFiles
 
 from echo.attachments import routing
 from echo.config.settings import Settings
@@ -215,22 +216,6 @@ async def test_the_retention_sweep_deletes_expired_files_and_their_chunks(
     assert await run.expire() == 0
 
 
-class MediaFiles:
-    """Open WebUI's files API as the handler reads it: one file's bytes."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    async def file_bytes(self, file_id: str, *, max_bytes: int, timeout_s: float | None = None) -> bytes:
-        return self.data
-
-    async def file(self, file_id: str, *, timeout_s: float | None = None) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
-
-
 async def registered_media(store: Store, mime: str) -> str:
     registry = attachments.Attachments(store)
     new = attachments.NewAttachment("c1", "img1", "scan.png", mime, routing.Mode.RAG, "pending", None, 100)
@@ -252,7 +237,7 @@ async def test_an_image_is_transcribed_by_the_multimodal_model_then_indexed(
         store,
         lambda: factory.llm_from_settings(settings),
         Backends(FakeEmbedder(64), vectors),
-        MediaFiles(image),  # type: ignore[arg-type]
+        BytesFiles(image),  # type: ignore[arg-type]
         max_attempts=3,
     )
     try:
@@ -281,7 +266,7 @@ async def test_offline_media_are_not_transcribed_and_the_file_says_why(
         store,
         lambda: factory.llm_from_settings(Settings(data_dir=tmp_path, llm_provider="offline")),
         Backends(FakeEmbedder(64), vectors),
-        MediaFiles(documents.png(8, 8)),  # type: ignore[arg-type]
+        BytesFiles(documents.png(8, 8)),  # type: ignore[arg-type]
         max_attempts=3,
     )
     with pytest.raises(errors.PermanentJobError, match="offline provider reads no images"):

@@ -130,14 +130,14 @@ class ContextFilter:
         items = context_files.file_items(body)
         taken: set[str] = set()
         if items and ctx.ids.user_id:
-            outcomes = await self.files.handle_all(
-                items,
+            turn = context_files.Turn(
                 user_id=ctx.ids.user_id,
                 chat_id=ctx.ids.chat_id or "",
                 pipe_model=str(body.get("model", "")).startswith(PIPE_PREFIX),
                 settings=settings,
                 deadline=ctx.deadline,
             )
+            outcomes = await self.files.handle_all(items, turn)
             for outcome in outcomes:
                 if outcome.block:
                     leading.append(outcome.block)

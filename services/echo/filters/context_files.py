@@ -41,7 +41,7 @@ from echo.openwebui import client as openwebui_client
 from echo.store import attachments, pool
 from echo.store import errors as store_errors
 
-__all__ = ["FileOutcome", "Files", "file_items", "map_reduce_job_key"]
+__all__ = ["FileOutcome", "Files", "Turn", "file_items", "map_reduce_job_key"]
 
 log = structlog.get_logger("echo.filters.context")
 
@@ -62,6 +62,17 @@ def file_items(body: Mapping[str, Any]) -> list[dict[str, Any]]:
         for item in (found if isinstance(found, list) else ())
         if isinstance(item, dict) and item.get("type", "file") == "file" and isinstance(item.get("id"), str)
     ]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """Whose turn and where, for which model, under which valves and deadline (`time.monotonic()`)."""
+
+    user_id: str
+    chat_id: str
+    pipe_model: bool
+    settings: valves_module.ContextValves
+    deadline: float | None
 
 
 @dataclass(frozen=True)
@@ -121,37 +132,19 @@ class Files:
         self._store = store
         self._openwebui = openwebui
 
-    async def handle_all(
-        self,
-        items: list[dict[str, Any]],
-        *,
-        user_id: str,
-        chat_id: str,
-        pipe_model: bool,
-        settings: valves_module.ContextValves,
-        deadline: float | None,
-    ) -> list[FileOutcome]:
-        tasks = [self._handle(item, user_id, chat_id, pipe_model, settings, deadline) for item in items]
-        outcomes = list(await asyncio.gather(*tasks))
+    async def handle_all(self, items: list[dict[str, Any]], turn: Turn) -> list[FileOutcome]:
+        outcomes = list(await asyncio.gather(*(self._handle(item, turn) for item in items)))
         for outcome in outcomes:
             metrics.CONTEXT_FILES.labels(outcome.mode).inc()
         return outcomes
 
-    async def _handle(
-        self,
-        item: dict[str, Any],
-        user_id: str,
-        chat_id: str,
-        pipe_model: bool,
-        settings: valves_module.ContextValves,
-        deadline: float | None,
-    ) -> FileOutcome:
+    async def _handle(self, item: dict[str, Any], turn: Turn) -> FileOutcome:
         file_id = str(item["id"])
         facts = _facts(item, None)
         store = self._store()
         try:
             if store is not None:
-                known = await attachments.Attachments(store).by_file(user_id, chat_id, file_id)
+                known = await attachments.Attachments(store).by_file(turn.user_id, turn.chat_id, file_id)
                 textual = known is not None and mime_module.kind_of(known.mime_type) not in _MEDIA
                 if known is not None and textual and known.mode == routing.Mode.RAG.value:
                     return FileOutcome(
@@ -159,13 +152,13 @@ class Files:
                     )
             api = self._openwebui()
             if facts.text is None and api is not None:
-                record = await api.file(file_id, timeout_s=_left(deadline))
+                record = await api.file(file_id, timeout_s=_left(turn.deadline))
                 if record is None:
                     return _left_out(facts, "Open WebUI has no such file")
                 facts = _facts(item, record)
             elif facts.text is None:
                 return _left_out(facts, "ECHO_OPENWEBUI_URL and ECHO_OPENWEBUI_API_KEY are not set")
-            return await self._route(facts, store, api, user_id, chat_id, pipe_model, settings, deadline)
+            return await self._route(facts, store, api, turn)
         except openwebui_client.OpenWebUIError as error:
             log.warning("file_unreadable", file_id=file_id, error=str(error), returned="left to Open WebUI")
             return _left_out(facts, f"Open WebUI's files API failed ({error})")
@@ -178,12 +171,10 @@ class Files:
         facts: routing.FileFacts,
         store: pool.Store | None,
         api: openwebui_client.OpenWebUI | None,
-        user_id: str,
-        chat_id: str,
-        pipe_model: bool,
-        settings: valves_module.ContextValves,
-        deadline: float | None,
+        turn: Turn,
     ) -> FileOutcome:
+        user_id, chat_id, settings = turn.user_id, turn.chat_id, turn.settings
+        pipe_model, deadline = turn.pipe_model, turn.deadline
         verdict = mime_module.gemini_mime(facts.filename, facts.declared_mime)
         limits = routing.Limits(
             settings.MAX_DIRECT_TEXT_SIZE, settings.MAX_NATIVE_FILE_SIZE, settings.MAX_FILE_SIZE
@@ -266,7 +257,7 @@ class Files:
         if not ingest:
             return rendered
         known = await registry.get(user_id, source_id)  # the media's transcript: pending, ready or failed
-        block = _registered_block(known) if known is not None else rendered.block
+        block = _registered_block(known) if known is not None else (rendered.block or "")
         return FileOutcome(
             rendered.file_id, rendered.filename, True, rendered.mode, block=block, part=rendered.part
         )

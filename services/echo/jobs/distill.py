@@ -30,13 +30,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from echo import chain, metrics
 from echo.embeddings import base as embeddings_base
-from echo.errors import EchoError
 from echo.jobs import domain, errors, handling
 from echo.llm import errors as llm_errors
 from echo.llm import interface as llm
@@ -55,12 +54,7 @@ _MAX_MERGE_ROUNDS = 5
 _DISTILL_OUTPUT_TOKENS = 2048  # a 1000-word summary is about 1,400 tokens, plus the other fields
 
 
-class MemoryBackends(Protocol):
-    """Where the handler finds the embedder and the vector store (None while they are not ready)."""
-
-    def embedder(self) -> embeddings_base.Embedder | None: ...
-
-    async def vectors(self) -> vectors_base.VectorStore | None: ...
+MemoryBackends = handling.Backends  # where the handler finds the embedder and the vector store
 
 
 @dataclass(frozen=True)
@@ -208,16 +202,7 @@ class DistillHandler:
             bound.info("window_distilled", outcome=outcome)
 
     async def _ready(self) -> tuple[embeddings_base.Embedder, vectors_base.VectorStore]:
-        try:
-            embedder = self.backends.embedder()
-            vectors = await self.backends.vectors()
-        except EchoError as error:
-            raise _Failure(
-                "not_ready", f"the embedder or the vector store failed to open: {error}", retryable=True
-            ) from error
-        if embedder is None or vectors is None:
-            raise _Failure("not_ready", "the embedder or the vector store is not ready yet", retryable=True)
-        return embedder, vectors
+        return await handling.ready_backends(self.backends)
 
     async def _distill(self, job: domain.Job, spec: DistillJob, bound: Any) -> str | None:
         if not await self.memories.job_alive(None, job.id):

@@ -36,8 +36,7 @@ from echo import metrics, tokens
 from echo.attachments import chunking, extraction, mapreduce
 from echo.attachments import mime as mime_module
 from echo.embeddings import base as embeddings_base
-from echo.errors import EchoError
-from echo.jobs import distill, domain, errors, handling
+from echo.jobs import domain, errors, handling
 from echo.llm import errors as llm_errors
 from echo.llm import interface as llm
 from echo.openwebui import client as openwebui_client
@@ -114,7 +113,7 @@ class MapReduceHandler:
         self,
         store: pool.Store,
         llm_factory: Callable[[], llm.LLM],
-        backends: distill.MemoryBackends,
+        backends: handling.Backends,
         openwebui: openwebui_client.OpenWebUI | None,
         *,
         max_attempts: int,
@@ -254,16 +253,7 @@ class MapReduceHandler:
         return content if isinstance(content, str) and content.strip() else None
 
     async def _ready(self) -> tuple[embeddings_base.Embedder, vectors_base.VectorStore]:
-        try:
-            embedder = self.backends.embedder()
-            vectors = await self.backends.vectors()
-        except EchoError as error:
-            raise _Failure(
-                "not_ready", f"the embedder or the vector store failed to open: {error}", retryable=True
-            ) from error
-        if embedder is None or vectors is None:
-            raise _Failure("not_ready", "the embedder or the vector store is not ready yet", retryable=True)
-        return embedder, vectors
+        return await handling.ready_backends(self.backends)
 
     async def _index(
         self,
