@@ -173,3 +173,18 @@ def test_a_stream_that_breaks_ends_with_an_error_event_and_done(
     assert events[-1] == "[DONE]"
     assert "backend died" in events[-2]["error"]["message"]
     assert "".join(e["choices"][0]["delta"].get("content", "") for e in events[:-2]) == "Half an ans"
+
+
+def test_a_non_streamed_answer_that_breaks_is_an_error_status(
+    pipe_client: httpx.Client, gemini: FakeGemini
+) -> None:
+    gemini.reset()
+    gemini.reply_chunks(
+        [
+            {"candidates": [{"content": {"role": "model", "parts": [{"text": "Half"}]}, "index": 0}]},
+            {"error": {"code": 503, "message": "backend died", "status": "UNAVAILABLE"}},
+        ]
+    )
+    answer = pipe_client.post("/chat/completions", json=request(False))
+    assert answer.status_code == 502
+    assert "backend died" in answer.json()["error"]["message"]

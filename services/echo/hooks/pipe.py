@@ -146,8 +146,9 @@ def build_pipe_router(
                         sent.append(content)
                         yield _chunk(completion_id, model, created, {"content": content})
             except Exception as error:  # a broken stream: whatever broke, the client gets an end
+                upstream = isinstance(error, gemini_chat.LLMError)
                 status = error.status if isinstance(error, gemini_chat.LLMError) else None
-                if status is not None or isinstance(error, gemini_chat.LLMError):
+                if upstream:
                     log.warning("pipe_stream_error", error=str(error), status=status)
                 else:
                     log.exception("pipe_stream_failed")
@@ -155,10 +156,9 @@ def build_pipe_router(
                     rest = masker.flush()
                     if rest:
                         yield _chunk(completion_id, model, created, {key: rest})
-                if isinstance(error, gemini_chat.LLMError):
-                    message = f"Gemini: {error}"
-                else:
-                    message = "ECHO: the answer broke off; see the service logs"
+                message = (
+                    f"Gemini: {error}" if upstream else "ECHO: the answer broke off; see the service logs"
+                )
                 failure = {"error": {"message": message, "type": "upstream_error", "code": status}}
                 yield f"data: {json.dumps(failure)}\n\n".encode()
                 yield b"data: [DONE]\n\n"
