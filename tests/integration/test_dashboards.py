@@ -13,18 +13,32 @@ by a small parser of our own (balanced brackets, known functions, durations, ope
 from __future__ import annotations
 
 import importlib
-import json
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import prometheus_client
 import pytest
 import yaml
+from fakes.dashboards import (
+    DASHBOARDS,
+    GROUPING,
+    IDENTIFIER,
+    MATCHERS,
+    PROMQL_AGGREGATIONS,
+    PROMQL_FUNCTIONS,
+    PROMQL_KEYWORDS,
+    SAMPLE_SUFFIXES,
+    STRING_LITERAL,
+    metric_names,
+)
+from fakes.dashboards import concrete as _concrete
+from fakes.dashboards import expressions as _expressions
+from fakes.dashboards import load as _load
+from fakes.dashboards import panels as _panels
+from fakes.dashboards import variable_metrics as _variable_metrics
 from fakes.live_server import LiveServer
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -32,105 +46,17 @@ from echo.config.settings import Settings
 from echo.hooks import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
-DASHBOARDS = sorted((ROOT / "charts" / "echo-operator" / "dashboards").glob("*.json"))
 PROMTOOL = ROOT / "tools" / "bin" / "promtool"
 # Modules whose import registers the metrics of the processes that do not serve echo-hooks' /metrics:
 # the distiller worker (its series live in echo.metrics, the default registry) and the operator (its
 # own registry, `echo_operator.metrics.REGISTRY`, served on :9090).
 METRIC_MODULES = ("echo.metrics", "echo_operator.metrics")
-# Grafana's built-in and dashboard variables, replaced by values Prometheus would accept.
-GRAFANA_VARIABLES = {
-    "$__rate_interval": "5m",
-    "$__interval": "1m",
-    "$__range": "1h",
-    "${namespace}": ".*",
-    "$namespace": ".*",
-    "${tenant}": ".*",
-    "$tenant": ".*",
-}
-SAMPLE_SUFFIXES = {
-    "counter": ("_total", "_created"),
-    "histogram": ("_bucket", "_sum", "_count", "_created"),
-    "gaugehistogram": ("_bucket", "_gsum", "_gcount"),
-    "summary": ("", "_sum", "_count", "_created"),
-    "info": ("_info",),
-}
-PROMQL_FUNCTIONS = {
-    "abs", "absent", "absent_over_time", "avg_over_time", "ceil", "changes", "clamp", "clamp_max",
-    "clamp_min", "count_over_time", "day_of_month", "day_of_week", "delta", "deriv", "exp", "floor",
-    "histogram_quantile", "holt_winters", "hour", "idelta", "increase", "irate", "label_join",
-    "label_replace", "last_over_time", "ln", "log10", "log2", "max_over_time", "min_over_time", "minute",
-    "month", "predict_linear", "present_over_time", "quantile_over_time", "rate", "resets", "round",
-    "scalar", "sgn", "sort", "sort_desc", "sqrt", "stddev_over_time", "stdvar_over_time",
-    "sum_over_time", "time", "timestamp", "vector", "year",
-}  # fmt: skip
-PROMQL_AGGREGATIONS = {
-    "avg", "bottomk", "count", "count_values", "group", "max", "min", "quantile", "stddev", "stdvar",
-    "sum", "topk",
-}  # fmt: skip
-PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset",
-                   "and", "or", "unless", "inf", "nan"}  # fmt: skip
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
-_MATCHERS = re.compile(r"\{[^{}]*\}")
-_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
-_RANGE = re.compile(r"\[[^\[\]]*\]")
-_IDENTIFIER = re.compile(r"(?<![\w.:])([A-Za-z_:][A-Za-z0-9_:]*)(\s*\()?")
-_LABEL_VALUES = re.compile(r"^label_values\(\s*([A-Za-z_:][A-Za-z0-9_:]*)(?:\{[^}]*\})?\s*,\s*\w+\s*\)$")
-
-
-def _load(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())
-
-
-def _panels(board: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    for panel in board.get("panels", []):
-        yield panel
-        yield from panel.get("panels", [])  # panels inside collapsed rows
-
-
-def _expressions(board: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    """(where, PromQL) for every panel target; template variable queries are handled apart."""
-    for panel in _panels(board):
-        for target in panel.get("targets", []):
-            if target.get("expr"):
-                yield f"{board['uid']} / {panel['title']} / {target.get('refId', '?')}", target["expr"]
-
-
-def _variable_metrics(board: dict[str, Any]) -> Iterator[str]:
-    for variable in board.get("templating", {}).get("list", []):
-        if variable.get("type") != "query":
-            continue
-        query = variable["query"]["query"] if isinstance(variable["query"], dict) else variable["query"]
-        match = _LABEL_VALUES.match(query.strip())
-        assert match, f"{board['uid']}: variable {variable['name']}: unsupported query {query!r}"
-        yield match.group(1)
-
-
-def _concrete(expr: str) -> str:
-    for variable, value in GRAFANA_VARIABLES.items():
-        expr = expr.replace(variable, value)
-    assert "$" not in expr, f"unknown Grafana variable in {expr!r}"
-    return expr
-
-
-def metric_names(expr: str) -> set[str]:
-    """The metric names an expression selects (strings, matchers, groupings and ranges removed)."""
-    text = _STRING.sub('""', _concrete(expr))
-    text = _MATCHERS.sub("", text)
-    text = _GROUPING.sub("", text)
-    text = _RANGE.sub("", text)
-    names = set()
-    for name, call in _IDENTIFIER.findall(text):
-        if call or name in PROMQL_KEYWORDS or name in PROMQL_AGGREGATIONS:
-            continue
-        names.add(name)
-    return names
 
 
 def _check_syntax(expr: str) -> list[str]:
     """A careful fallback when promtool is absent: brackets, functions, ranges, operators."""
     problems = []
-    text = _STRING.sub('""', _concrete(expr))
+    text = STRING_LITERAL.sub('""', _concrete(expr))
     stack = []
     for char in text:
         if char in "([{":
@@ -143,14 +69,14 @@ def _check_syntax(expr: str) -> list[str]:
     for content in re.findall(r"\[([^\[\]]*)\]", text):
         if not re.fullmatch(r"\d+(ms|s|m|h|d|w|y)(:\d+(ms|s|m|h|d|w|y)?)?", content.strip()):
             problems.append(f"bad range [{content}]")
-    for name, call in _IDENTIFIER.findall(_GROUPING.sub("", _MATCHERS.sub("", text))):
+    for name, call in IDENTIFIER.findall(GROUPING.sub("", MATCHERS.sub("", text))):
         if call and name not in PROMQL_FUNCTIONS | PROMQL_AGGREGATIONS | PROMQL_KEYWORDS:
             problems.append(f"unknown function {name}()")
     for matchers in re.findall(r"\{([^{}]*)\}", text):
         for matcher in filter(None, (m.strip() for m in matchers.split(","))):
             if not re.fullmatch(r'[A-Za-z_]\w*\s*(=~|!~|!=|=)\s*""', matcher):
                 problems.append(f"bad label matcher {matcher!r}")
-    if re.search(r"(^|[^=!<>])=($|[^=~])", _MATCHERS.sub("", text)):
+    if re.search(r"(^|[^=!<>])=($|[^=~])", MATCHERS.sub("", text)):
         problems.append("assignment '=' outside a matcher")
     return problems
 

@@ -9,6 +9,7 @@ ingested answers with what is indexed so far and says it is pending.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from echo import metrics
@@ -16,7 +17,7 @@ from echo.embeddings import base as embeddings_base
 from echo.store import attachments, pool
 from echo.vectors import base as vectors_base
 
-__all__ = ["SearchBackends", "search_session_context"]
+__all__ = ["PARAMETERS", "SearchBackends", "run_tool", "search_session_context"]
 
 
 class SearchBackends(Protocol):
@@ -59,3 +60,37 @@ async def search_session_context(
     ]
     metrics.CONTEXT_SEARCH_SECONDS.observe(time.perf_counter() - started)
     return answer
+
+
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "source_id": {
+            "type": "string",
+            "description": "The file's source_id, as its <smart_context> block gives it (U_…_C_…_T_…).",
+        },
+        "query": {
+            "type": "string",
+            "description": "What to find in the file: a precise question or keywords.",
+        },
+        "k": {"type": "integer", "description": "How many passages to return (1-20, default 5)."},
+    },
+    "required": ["source_id", "query"],
+}
+"""The tool's parameters as the pipe declares them to Gemini (the tool server's OpenAPI says the same)."""
+
+
+async def run_tool(
+    user_id: str, arguments: Mapping[str, Any], backends: SearchBackends | None
+) -> dict[str, Any]:
+    """`search_session_context` as the pipe runs it server-side: the arguments Gemini wrote, checked."""
+    source_id, query = arguments.get("source_id"), arguments.get("query")
+    if not isinstance(source_id, str) or not source_id.strip():
+        raise ValueError("source_id: expected the file's source_id (a non-empty string)")
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError("query: expected a non-empty string")
+    k = arguments.get("k", 5)
+    k = k if isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= 20 else 5
+    if backends is None:
+        raise ValueError("no store: ECHO runs without the backends of the ephemeral RAG")
+    return await search_session_context(backends, user_id, source_id.strip(), query[:20000], k)
