@@ -8,6 +8,7 @@ and every fault leaves the turn going on with the reason said.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from fakes import documents
+from fakes.gemini_server import FakeGemini
 from fakes.memory_service import MemoryService, memory_service, until
 from fakes.openwebui_files import OWUI_FILES_KEY, FakeFiles, fake_files
 
@@ -363,3 +365,41 @@ async def test_a_large_image_is_native_now_and_queued_for_transcription(
     again = await inlet(service, inlet_body("And now?", [item]))
     assert again["messages"][-1]["content"][-1]["type"] == "image_url"  # still a native part
     assert "n'a pas pu être lu" in user_text(again)
+
+
+async def test_the_pipe_runs_search_session_context_itself_when_gemini_calls_it(
+    dsn: str, tmp_path: Path, files: FakeFiles
+) -> None:
+    with FakeGemini() as gemini:
+        async with memory_service(
+            dsn,
+            tmp_path,
+            openwebui_url=files.url,
+            openwebui_api_key=OWUI_FILES_KEY,
+            gemini_api_key="fake",
+            gemini_base_url=gemini.base_url,
+        ) as running:
+            await set_valves(running, MAX_DIRECT_TEXT_SIZE=SMALL_LIMIT)
+            text = documents.long_text(20_000, marker="The launch code of project Zephyr is 7741-ALPHA.")
+            item = files.add("big", "handbook.md", "text/markdown", text.encode(), text)
+            routed = await inlet(
+                running, inlet_body("What is the launch code?", [item], model="echo.gemini-2.5-flash")
+            )
+            (source_id,) = source_ids(routed)
+            assert (await settled(running, source_id))["status"] == "ready"
+            gemini.reply_function_call(
+                "search_session_context", {"source_id": source_id, "query": "launch code Zephyr"}, b"sig-1"
+            )
+            gemini.reply_text("The launch code is 7741-ALPHA.")
+            answer = await running.http.post(
+                "/chat/completions",
+                json={"model": "echo.gemini-2.5-flash", "stream": False, "messages": routed["messages"]},
+                headers={"x-openwebui-user-id": "u1", "x-openwebui-chat-id": "c1"},
+            )
+            assert answer.status_code == 200, answer.text
+            assert "7741-ALPHA" in answer.json()["choices"][0]["message"]["content"]
+            declared = gemini.requests[0].body["tools"][0]["functionDeclarations"]
+            assert "search_session_context" in {d["name"] for d in declared}
+            follow_up = json.dumps(gemini.requests[1].body["contents"])
+            assert "functionResponse" in follow_up
+            assert "7741-ALPHA" in follow_up

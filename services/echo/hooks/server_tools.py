@@ -30,6 +30,7 @@ from typing import Any
 from fastapi import HTTPException
 
 from echo.errors import EchoError
+from echo.filters import context_search
 from echo.hooks import memories as memories_api
 
 __all__ = ["RunTool", "ServerTool", "ServerTools", "ToolFailed", "builtin_server_tools"]
@@ -129,7 +130,8 @@ SEARCH_MEMORIES_PARAMETERS: dict[str, Any] = {
 
 
 def builtin_server_tools() -> ServerTools:
-    """The tools the pipe runs itself: ``search_memories`` (the user's long-term memories)."""
+    """The tools the pipe runs itself: ``search_memories`` (the user's long-term memories) and
+    ``search_session_context`` (the passages of a file of this chat, `echo.filters.context_search`)."""
     tools = ServerTools()
     tools.register(
         name="search_memories",
@@ -138,5 +140,13 @@ def builtin_server_tools() -> ServerTools:
         "they told you before.",
         parameters=SEARCH_MEMORIES_PARAMETERS,
         run=_search_memories,
+    )
+    tools.register(
+        name="search_session_context",
+        description="Search a file attached to this conversation: the passages nearest to the query, best "
+        "first. Its source_id is in the file's <smart_context> block; use it to answer from a large file "
+        "whose summary is not enough.",
+        parameters=context_search.PARAMETERS,
+        run=context_search.run_tool,
     )
     return tools
