@@ -10,6 +10,8 @@ from pathlib import Path
 
 import httpx
 
+from echo.filters.pipe import PipeFilter
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -34,10 +36,18 @@ def row_about(fragment: str) -> str:
 def test_the_opening_does_not_claim_inactive_capabilities() -> None:
     opening = " ".join(README.read_text(encoding="utf-8").split("## ", 1)[0].split())
     assert re.search(
-        r"the foundation, secret masking, context compression, long-term memory and attachments are active",
+        r"the foundation, secret masking, context compression, long-term memory, attachments and the rich"
+        r" shadow are active",
         opening,
     )
-    assert re.search(r"the rich shadow is not built yet", opening)
+    assert "not built yet" not in opening
+
+
+def test_the_rich_shadow_is_said_to_work_in_readme_and_in_models(client: httpx.Client) -> None:
+    assert row_about("Rich shadow (seed 001)").startswith("working")
+    assert row_about("`echo.<model>` Gemini pipe models").startswith("working")
+    assert "come later" not in row_about("`echo.<model>` Gemini pipe models")
+    assert "rich shadow" in PipeFilter("gemini-2.5-flash", lambda counts: None).description
 
 
 def test_attachments_are_said_to_work_in_readme_and_in_models(client: httpx.Client) -> None:

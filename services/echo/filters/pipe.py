@@ -27,7 +27,10 @@ class PipeFilter:
         self.model = model
         self.id = f"echo.{model}"
         self.name = f"ECHO {model}"
-        self.description = f"Gemini {model} through ECHO; answers are streamed with secrets masked."
+        self.description = (
+            f"Gemini {model} through ECHO, with the rich shadow: thought signatures, tool calls and"
+            " attachments Open WebUI drops are put back every turn; answers are streamed with secrets masked."
+        )
         self._on_masked = on_masked
 
     async def inlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
