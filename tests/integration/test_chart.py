@@ -211,7 +211,7 @@ def _grafana_configmaps(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_every_toggle_renders_its_objects() -> None:
     docs = _rendered("all-on")
     assert [doc["kind"] for doc in docs].count("ServiceMonitor") == 1
-    assert len(_grafana_configmaps(docs)) == len(list((CHART / "dashboards").glob("*.json"))) == 4
+    assert len(_grafana_configmaps(docs)) == len(list((CHART / "dashboards").glob("*.json"))) == 6
     defaults = _rendered()
     assert "ServiceMonitor" not in {doc["kind"] for doc in defaults}
     assert not _grafana_configmaps(defaults)
@@ -460,7 +460,7 @@ def test_the_service_monitor_scrapes_the_metrics_service() -> None:
 def test_dashboards_become_configmaps_for_the_grafana_sidecar() -> None:
     configmaps = _grafana_configmaps(_rendered("all-on"))
     files = {path.stem: path for path in (CHART / "dashboards").glob("*.json")}
-    assert set(files) == {"compression", "memory", "queue", "latency"}
+    assert set(files) == {"compression", "memory", "queue", "latency", "context", "shadow"}
     seen = set()
     for configmap in configmaps:
         assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
