@@ -99,7 +99,7 @@ async def operator(config: OperatorConfig) -> AsyncIterator[OperatorThread]:
     await running.stop()
 
 
-async def eventually(check: Callable[[], T], within: float = 10.0, what: str = "") -> T:
+async def eventually(check: Callable[[], T], within: float = 30.0, what: str = "") -> T:
     """Poll `check` until it returns something truthy (every wait has a deadline and a sleep)."""
     deadline = asyncio.get_running_loop().time() + within
     while True:
