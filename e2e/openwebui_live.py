@@ -9,7 +9,9 @@ recalled (fenced) in a later chat and found by the tool server, checks a long ch
 compressed, uploads a large file and checks it reaches the model as an ephemeral-RAG block (summary
 pending, then written by the map_reduce job) and is found by search_session_context, chats two turns
 with `echo.<model>` where the model calls ECHO's own search_memories (run in the pipe) and checks the
-second turn gets the call, its result and both thought signatures back from the rich shadow, registers
+second turn gets the call, its result and both thought signatures back from the rich shadow, runs a
+user Tool through Open WebUI's own native tool calling for `echo.<model>` in the web UI's chat flow
+(`live_pipe_tools`: the follow-up and the next turn get the signatures back), registers
 ECHO's tool server in Open WebUI, installs
 `integrations/openwebui/echo_filter_function.py` as a global Function and checks that every hook
 then runs twice (once per way of connecting). Prints a table of what it checked and exits non-zero
@@ -35,6 +37,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+import live_pipe_tools  # noqa: E402
 from fakes.gemini_server import FakeGemini, signature_bytes  # noqa: E402
 from fakes.memory_llm import memory_answer  # noqa: E402
 
@@ -166,6 +169,9 @@ def model_answer(body: dict[str, Any]) -> str | list[dict[str, Any]]:
     answer."""
     if body.get("generationConfig", {}).get("responseMimeType") == "application/json":
         return memory_answer(body)
+    tool_flow = live_pipe_tools.model_answer(body)
+    if tool_flow is not None:
+        return tool_flow
     contents = body.get("contents", [])
     asked = [i for i, c in enumerate(contents) if c.get("role", "user") == "user" and _texts(c)]
     text = _texts(contents[asked[-1]]) if asked else ""
@@ -293,6 +299,7 @@ def run_checks(check: Checks, webui: str, echo: str, gemini: FakeGemini, signup:
 
     memory_checks(check, http, echo_http, user_id, gemini)
     pipe_checks(check, http, echo_http, gemini)
+    live_pipe_tools.tool_flow_checks(check, http, gemini)
     compression_checks(check, http, gemini)
     attachment_checks(check, http, echo_http, echo, user_id, gemini)
 
