@@ -175,7 +175,18 @@ class LiveConfig:
     def _read_saved(self) -> Mapping[str, Any]:
         if self._valves_file is not None or not self._saved_path.exists():
             return {}
-        return read_mapping(self._saved_path)
+        # The file is this class's own JSON, read as JSON: YAML (`read_mapping`) decodes the escaped
+        # surrogate pair of a character past U+FFFF (an emoji) into two lone surrogates, which no
+        # valve accepts, and one emoji in one valve then broke every later update and load.
+        try:
+            data = json.loads(self._saved_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise ConfigError(
+                f"cannot read the saved valves: {error}", source=str(self._saved_path)
+            ) from error
+        if not isinstance(data, dict):
+            raise ConfigError("the saved valves are not a mapping", source=str(self._saved_path))
+        return data
 
     def _write_saved(self, saved: Mapping[str, Any]) -> None:
         self._saved_path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ import typing
 import zoneinfo
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from echo.config import thresholds
 
@@ -28,6 +28,9 @@ __all__ = [
 
 SUMMARY_OUTPUT_SHARE = 0.8
 """max_summary_tokens must stay strictly below this share of the summary input window (seed 002)."""
+
+
+_KNOWN_ZONES: list[JsonValue] = [zone for zone in sorted(zoneinfo.available_timezones() | {"UTC"})]
 
 
 class Valves(BaseModel):
@@ -134,6 +137,7 @@ class ContextValves(Valves):
         "UTC",
         min_length=1,
         description="IANA time zone of date_et_heure when the browser sends none or an unknown one.",
+        json_schema_extra={"enum": _KNOWN_ZONES},  # in the schema too: a client can offer the list
     )
 
     @field_validator("AEC_DEFAULT_TIMEZONE")

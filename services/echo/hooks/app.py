@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
 import structlog
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -16,7 +16,18 @@ from echo import metrics, supervision
 from echo.config import live as live_config
 from echo.config import settings as settings_module
 from echo.filters import registry
-from echo.hooks import chats, memories, ops, pipe, pipe_turn, protocol, security, server_tools, tools
+from echo.hooks import (
+    chats,
+    memories,
+    openapi_docs,
+    ops,
+    pipe,
+    pipe_turn,
+    protocol,
+    security,
+    server_tools,
+    tools,
+)
 from echo.llm import gemini_chat, retries
 from echo.openwebui import client as openwebui_client
 
@@ -139,18 +150,22 @@ def create_app(
         ),
     )
     pipe_tools = server_tools.builtin_server_tools()
+    protected = auth.dependencies()
+    unauthorized = openapi_docs.AUTH_ERRORS if auth.enabled else {}
     app.include_router(ops.build_ops_router(config))
     app.include_router(tools.build_tools_router(auth))
     for prefix in ("", "/v1"):
         app.include_router(
             memories.build_memories_router(max_body_bytes=settings.max_body_bytes),
             prefix=prefix,
-            dependencies=[Depends(auth)],
+            dependencies=protected,
+            responses=unauthorized,
         )
         app.include_router(  # before the protocol's `/{id}/filter/{phase}`, which `/chats/filter/…` matches
             chats.build_chats_router(config, max_body_bytes=settings.max_body_bytes),
             prefix=prefix,
-            dependencies=[Depends(auth)],
+            dependencies=protected,
+            responses=unauthorized,
         )
         app.include_router(
             protocol.build_protocol_router(
@@ -160,7 +175,8 @@ def create_app(
                 pipes_enabled=chat is not None,
             ),
             prefix=prefix,
-            dependencies=[Depends(auth)],
+            dependencies=protected,
+            responses=unauthorized,
         )
         if chat is not None:
             app.include_router(
@@ -173,6 +189,7 @@ def create_app(
                     tools=pipe_tools,
                 ),
                 prefix=prefix,
-                dependencies=[Depends(auth)],
+                dependencies=protected,
+                responses=unauthorized,
             )
     return app

@@ -26,14 +26,14 @@ from typing import Annotated, Any
 import structlog
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
-from pydantic import ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from typing_extensions import TypedDict  # pydantic needs this TypedDict before Python 3.12
 
 from echo.config import live as live_config
 from echo.config import valves as valves_module
 from echo.errors import ConfigError
 from echo.filters import compression, compression_jobs
-from echo.hooks import wire
+from echo.hooks import openapi_docs, wire
 from echo.store import errors as store_errors
 
 __all__ = ["USER_HEADER", "build_chats_router"]
@@ -61,6 +61,15 @@ class CompactRequest(TypedDict, total=False):
 
 
 COMPACT_REQUEST: TypeAdapter[CompactRequest] = TypeAdapter(CompactRequest)
+
+
+class CompactAnswer(BaseModel):
+    """Every answer of the route but a 422 or a 503: its outcome and, by outcome, the job or summary."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: str = Field(description="queued, already_summarised, nothing, unknown_chat or incomplete.")
+    detail: str
 
 
 async def _body(request: Request, limit: int) -> Any:
@@ -102,7 +111,17 @@ def _user_id(data: CompactRequest, headers: Mapping[str, str]) -> str:
 def build_chats_router(config: live_config.LiveConfig, *, max_body_bytes: int) -> APIRouter:
     router = APIRouter()
 
-    @router.post("/chats/{chat_id}/compact")
+    @router.post(
+        "/chats/{chat_id}/compact",
+        status_code=202,
+        responses={
+            200: {"model": CompactAnswer, "description": "`already_summarised`, or `nothing` to summarise."},
+            202: {"model": CompactAnswer, "description": "`queued`: the summary job (`job_id`, `state`)."},
+            **openapi_docs.errors(404, 409, 413, 422, 503, models={404: CompactAnswer, 409: CompactAnswer}),
+        },
+        # Documented with `user_id` required: the header in its place is Open WebUI's convenience.
+        openapi_extra=openapi_docs.json_body(COMPACT_REQUEST, require=["user_id"]),
+    )
     async def compact_chat(chat_id: str, request: Request) -> JSONResponse:
         data = await _body(request, max_body_bytes)
         wire.validate(COMPACT_REQUEST, data)

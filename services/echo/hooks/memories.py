@@ -22,11 +22,11 @@ from typing import Annotated, Any, NotRequired
 import structlog
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from typing_extensions import TypedDict  # pydantic needs this TypedDict before Python 3.12
 
 from echo.errors import EchoError
-from echo.hooks import wire
+from echo.hooks import openapi_docs, wire
 from echo.jobs import forgetting
 from echo.store import errors as store_errors
 from echo.store import memories, pool
@@ -39,7 +39,8 @@ log = structlog.get_logger("echo.hooks")
 _NOT_FOUND = "no memory with this id for this user"
 UserId = Annotated[str, Query(min_length=1, description="The user whose memories these are.")]
 Limit = Annotated[int, Query(ge=1, le=1000)]
-Offset = Annotated[int, Query(ge=0)]
+# PostgreSQL's OFFSET is a bigint: a larger one is a 422 naming it, not a store error (a 503).
+Offset = Annotated[int, Query(ge=0, le=2**63 - 1)]
 
 
 class MemorySearch(TypedDict):
@@ -53,6 +54,14 @@ class MemorySearch(TypedDict):
 
 
 SEARCH_REQUEST: TypeAdapter[Any] = TypeAdapter(MemorySearch)
+
+
+class Forgotten(BaseModel):
+    """What `DELETE /users/{user_id}` forgot (200), or what it could not (503: `failed` names the parts)."""
+
+    user_id: str
+    deleted: dict[str, int]
+    failed: list[str]
 
 
 def backends_of(request: Request) -> Any:
@@ -107,7 +116,7 @@ def _unavailable(error: EchoError) -> HTTPException:
 def build_memories_router(*, max_body_bytes: int) -> APIRouter:
     router = APIRouter()
 
-    @router.get("/memories")
+    @router.get("/memories", responses=openapi_docs.errors(422, 503))
     async def list_memories(
         request: Request,
         user_id: UserId,
@@ -123,7 +132,11 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
         data = [memories.to_json(row.memory) for row in rows]
         return JSONResponse({"data": data, "total": total, "limit": limit, "offset": offset})
 
-    @router.post("/memories/search")
+    @router.post(
+        "/memories/search",
+        responses=openapi_docs.errors(413, 422, 503),
+        openapi_extra=openapi_docs.json_body(SEARCH_REQUEST),
+    )
     async def search(request: Request) -> JSONResponse:
         data = await wire.read_json(request, max_body_bytes)
         wire.validate(SEARCH_REQUEST, data)
@@ -135,7 +148,7 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
             raise _unavailable(error) from error
         return JSONResponse({"data": found})
 
-    @router.get("/memories/{memory_id}")
+    @router.get("/memories/{memory_id}", responses=openapi_docs.errors(404, 422, 503))
     async def get_memory(request: Request, memory_id: str, user_id: UserId) -> JSONResponse:
         try:
             row = await memories.Memories(_store(request)).get(user_id, memory_id, with_history=True)
@@ -157,7 +170,7 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
         ]
         return JSONResponse(answer)
 
-    @router.delete("/memories/{memory_id}")
+    @router.delete("/memories/{memory_id}", responses=openapi_docs.errors(404, 422, 503))
     async def delete_memory(request: Request, memory_id: str, user_id: UserId) -> JSONResponse:
         runtime = backends_of(request)
         store = memories.Memories(runtime.store)
@@ -173,7 +186,7 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
             raise HTTPException(status_code=404, detail=_NOT_FOUND)
         return JSONResponse({"deleted": memory_id, "user_id": user_id})
 
-    @router.delete("/users/{user_id}")
+    @router.delete("/users/{user_id}", responses=openapi_docs.errors(503, models={503: Forgotten}))
     async def forget_user(request: Request, user_id: str) -> JSONResponse:
         runtime = backends_of(request)
         parts = forgetting.builtin_forgetting(runtime.store, lambda: getattr(runtime, "vectors", None))

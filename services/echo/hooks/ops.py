@@ -7,10 +7,18 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, Field
 
 from echo.config import live as live_config
 
 __all__ = ["build_ops_router"]
+
+
+class Readiness(BaseModel):
+    status: str = Field(
+        description="ready, degraded (a bad hot reload; the last good one serves) or unready."
+    )
+    checks: dict[str, dict[str, Any]] = Field(description="Each check by name, with its `ok`.")
 
 
 def build_ops_router(config: live_config.LiveConfig) -> APIRouter:
@@ -20,7 +28,13 @@ def build_ops_router(config: live_config.LiveConfig) -> APIRouter:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @router.get("/readyz")
+    @router.get(
+        "/readyz",
+        responses={
+            200: {"model": Readiness, "description": "Ready (`ready`, or `degraded`: a bad reload)."},
+            503: {"model": Readiness, "description": "Unready: a backend or a background task fails."},
+        },
+    )
     async def readyz(request: Request) -> JSONResponse:
         # A bad hot reload keeps serving the last good configuration: the replica stays ready
         # (taking every replica out of the Service would drop all enhancements) and says so here.
@@ -45,7 +59,11 @@ def build_ops_router(config: live_config.LiveConfig) -> APIRouter:
             return JSONResponse({"status": "unready", "checks": checks}, status_code=503)
         return JSONResponse({"status": "ready" if status.ok else "degraded", "checks": checks})
 
-    @router.get("/metrics")
+    @router.get(
+        "/metrics",
+        response_class=Response,
+        responses={200: {"description": "Prometheus' text format.", "content": {CONTENT_TYPE_LATEST: {}}}},
+    )
     async def prometheus_metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 

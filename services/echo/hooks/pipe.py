@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from echo import bodies, masking, metrics
 from echo.filters import masking as masking_filter
-from echo.hooks import pipe_turn, server_tools, wire
+from echo.hooks import openapi_docs, pipe_turn, server_tools, wire
 from echo.llm import gemini_chat
 from echo.store import shadow as shadow_store
 
@@ -85,7 +85,12 @@ def build_pipe_router(
     def record(model: str, stream: bool, outcome: str) -> None:
         metrics.PIPE_REQUESTS.labels(model, str(stream).lower(), outcome).inc()
 
-    @router.post("/chat/completions", response_model=None)
+    @router.post(
+        "/chat/completions",
+        response_model=None,
+        responses=openapi_docs.PIPE_RESPONSES,
+        openapi_extra=openapi_docs.chat_body(wire.CHAT_REQUEST, [*pipe_ids]),
+    )
     async def chat_completions(request: Request) -> JSONResponse | StreamingResponse:
         payload = await wire.read_json(request, max_body_bytes)
         wire.validate(wire.CHAT_REQUEST, payload)

@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import structlog
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Path, Request
 from fastapi.responses import Response
 from opentelemetry import propagate
 
 from echo import bodies
 from echo.config import live as live_config
+from echo.config import valves as valves_module
 from echo.config.valves import Valves
 from echo.errors import ConfigError
 from echo.filters import base, registry
-from echo.hooks import runner, wire
+from echo.hooks import openapi_docs, runner, wire
 
 __all__ = ["build_protocol_router"]
 
@@ -43,6 +45,35 @@ def build_protocol_router(
 ) -> APIRouter:
     router = APIRouter()
     created = int(time.time())
+    # The ids served, as enums in the OpenAPI document; another id is a 404 that lists these.
+    hook_ids = [*filter_set.filters, *(filter_set.pipes if pipes_enabled else ())]
+    hook_id_path = Path(
+        description="A filter (or pipe) of this server.", json_schema_extra={"enum": hook_ids}
+    )
+    filter_id_path = Path(
+        description="A filter with valves.", json_schema_extra={"enum": [*filter_set.filters]}
+    )
+    phase_path = Path(description="The hook.", json_schema_extra={"enum": ["inlet", "outlet"]})
+    hook_answer = {
+        200: {
+            "description": "The new body (`application/json`, what Open WebUI's Pipelines expects), or with"
+            f" `{wire.EVENTS_HEADER}: {wire.EVENTS_VERSION}` the body and its status events.",
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                wire.HOOK_ANSWER_MEDIA_TYPE: {
+                    "schema": {
+                        "type": "object",
+                        "required": ["body", "events"],
+                        "properties": {
+                            "body": {"type": "object"},
+                            "events": {"type": "array", "items": {"type": "object"}},
+                        },
+                    }
+                },
+            },
+        },
+        **openapi_docs.errors(404, 413, 422),
+    }
 
     def filter_priority(flt: base.Filter) -> int:
         return int(getattr(config.valves(flt.id), "priority", flt.priority))
@@ -116,7 +147,7 @@ def build_protocol_router(
             ]
         return {"data": data}
 
-    @router.post("/pipelines/{action}")
+    @router.post("/pipelines/{action}", include_in_schema=False)  # always 405: not an operation
     async def change_pipelines(action: str) -> None:
         raise HTTPException(
             status_code=405,
@@ -124,8 +155,13 @@ def build_protocol_router(
             "added or deleted here (configure them with valves)",
         )
 
-    @router.post("/{hook_id}/filter/{phase}")
-    async def filter_hook(hook_id: str, phase: str, request: Request) -> Response:
+    @router.post(
+        "/{hook_id}/filter/{phase}",
+        response_class=Response,
+        responses=hook_answer,
+        openapi_extra=openapi_docs.json_body(wire.FILTER_REQUEST),
+    )
+    async def filter_hook(request: Request, hook_id: str = hook_id_path, phase: str = phase_path) -> Response:
         if phase not in ("inlet", "outlet"):
             raise HTTPException(
                 status_code=404, detail=f"unknown filter phase {phase!r}; use inlet or outlet"
@@ -152,18 +188,17 @@ def build_protocol_router(
         # Open WebUI over Pipelines: the bare body (the runner logged and counted the events).
         return Response(answer, media_type="application/json", headers=vary)
 
-    @router.get("/{filter_id}/valves")
-    async def get_valves(filter_id: str) -> dict[str, Any]:
+    @router.get("/{filter_id}/valves", responses=openapi_docs.errors(404))
+    async def get_valves(filter_id: str = filter_id_path) -> dict[str, Any]:
         known_filter(filter_id)
         return _editor_view(config.valves(filter_id))
 
-    @router.get("/{filter_id}/valves/spec")
-    async def get_valves_spec(filter_id: str) -> dict[str, Any]:
+    @router.get("/{filter_id}/valves/spec", responses=openapi_docs.errors(404))
+    async def get_valves_spec(filter_id: str = filter_id_path) -> dict[str, Any]:
         known_filter(filter_id)
         return type(config.valves(filter_id)).model_json_schema()
 
-    @router.post("/{filter_id}/valves/update")
-    async def update_valves(filter_id: str, request: Request) -> dict[str, Any]:
+    async def update_valves(request: Request, filter_id: str) -> dict[str, Any]:
         known_filter(filter_id)
         data = await wire.read_json(request, max_body_bytes)
         if not isinstance(data, dict):
@@ -179,4 +214,25 @@ def build_protocol_router(
         log.info("valves_updated", filter=filter_id)
         return _editor_view(valves)
 
+    def valves_updater(filter_id: str) -> Callable[[Request], Awaitable[dict[str, Any]]]:
+        async def update_these_valves(request: Request) -> dict[str, Any]:
+            return await update_valves(request, filter_id)
+
+        return update_these_valves
+
+    # One documented route per filter, its body the filter's own valves (each optional: the body
+    # replaces the valves, the ones left out take their defaults); another id is a 404 listing these.
+    for filter_id in filter_set.filters:
+        router.add_api_route(
+            f"/{filter_id}/valves/update",
+            valves_updater(filter_id),
+            methods=["POST"],
+            name=f"update_valves_{filter_id}",
+            summary=f"Replace the valves of {filter_id}",
+            responses=openapi_docs.errors(409, 413, 422),
+            openapi_extra=openapi_docs.valves_body(valves_module.FILTER_VALVES[filter_id]),
+        )
+    router.add_api_route(
+        "/{filter_id}/valves/update", update_valves, methods=["POST"], include_in_schema=False
+    )
     return router

@@ -19,13 +19,15 @@ MAX_CODE_BYTES = 1024 * 1024
 
 # No control characters in an identifier: it is shown in the AEC block and in error messages.
 _ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+# No NUL in any text: PostgreSQL's text cannot hold one (it was a 503 from the store; now a 422).
+_TEXT_PATTERN = r"^[^\x00]*$"
 
 PlanStatus = Literal["todo", "in_progress", "blocked", "done", "abandoned"]
 # Constraints on the str branch only: an optional field's None must pass them by.
 PlanId = Annotated[str, Field(min_length=1, max_length=100, pattern=_ID_PATTERN)]
-Goal = Annotated[str, Field(min_length=1, max_length=2000)]
-ModelName = Annotated[str, Field(min_length=1, max_length=200)]
-Step = Annotated[str, Field(min_length=1, max_length=1000)]
+Goal = Annotated[str, Field(min_length=1, max_length=2000, pattern=_TEXT_PATTERN)]
+ModelName = Annotated[str, Field(min_length=1, max_length=200, pattern=_TEXT_PATTERN)]
+Step = Annotated[str, Field(min_length=1, max_length=1000, pattern=_TEXT_PATTERN)]
 Steps = Annotated[
     list[Step],
     Field(
@@ -57,7 +59,13 @@ class SavePlan(BaseModel):
 class UpdatePlan(BaseModel):
     """Change some fields of an existing plan."""
 
-    model_config = ConfigDict(extra="forbid")
+    # At least one change, in the schema too (a bare id is refused with a 422).
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "anyOf": [{"required": ["status"]}, {"required": ["goal"]}, {"required": ["steps"]}]
+        },
+    )
 
     id: PlanId = Field(description="The plan's id.")
     status: PlanStatus | SkipJsonSchema[None] = Field(None, description="The plan's new status.")
@@ -82,11 +90,19 @@ class CommitCode(BaseModel):
         pattern=_ID_PATTERN,
         description="The entry's file name, such as 'mon_script.py' or 'src/config.yaml'.",
     )
-    lang: str = Field(min_length=1, max_length=50, description="Its language: python, yaml, typescript…")
-    content: str = Field(description="The file's whole content (at most 1 MiB of UTF-8).")
+    lang: str = Field(
+        min_length=1,
+        max_length=50,
+        pattern=_TEXT_PATTERN,
+        description="Its language: python, yaml, typescript…",
+    )
+    content: str = Field(
+        pattern=_TEXT_PATTERN, description="The file's whole content (at most 1 MiB of UTF-8)."
+    )
     message: str = Field(
         min_length=1,
         max_length=500,
+        pattern=_TEXT_PATTERN,
         description="A commit message for this version, such as 'feat: add error handler'.",
     )
 
@@ -104,4 +120,4 @@ class ReadCode(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(min_length=1, max_length=255, description="The entry's file name.")
+    id: str = Field(min_length=1, max_length=255, pattern=_TEXT_PATTERN, description="The entry's file name.")

@@ -31,8 +31,8 @@ from pydantic import BaseModel, ValidationError
 from echo import metrics
 from echo.errors import EchoError
 from echo.hooks import memories as memories_api
+from echo.hooks import openapi_docs, wire
 from echo.hooks import registry_calls as calls
-from echo.hooks import wire
 from echo.store import registries
 
 __all__ = ["CHAT_HEADER", "MAX_BODY_BYTES", "build_registry_operations"]
@@ -148,6 +148,7 @@ def build_registry_operations(user: UserCheck) -> APIRouter:
     @router.post(
         "/tools/save_plan",
         operation_id="save_plan",
+        responses=openapi_docs.errors(413, 422, 503),
         summary="Save your plan for this conversation",
         description="Create a plan (leave out id: a new id is returned) or replace the plan with this id."
         " Your plans are listed in registre_plan of the <environnement_contexte> block on every turn; keep"
@@ -169,6 +170,7 @@ def build_registry_operations(user: UserCheck) -> APIRouter:
     @router.post(
         "/tools/update_plan",
         operation_id="update_plan",
+        responses=openapi_docs.errors(404, 413, 422, 503),
         summary="Update one of your plans",
         description="Change the status, the goal or the steps of a plan of this conversation (what you"
         " leave out stays as it is).",
@@ -194,6 +196,7 @@ def build_registry_operations(user: UserCheck) -> APIRouter:
     @router.post(
         "/tools/list_plans",
         operation_id="list_plans",
+        responses=openapi_docs.errors(422, 503),
         summary="List your plans for this conversation",
         description="Every plan of this conversation with its goal, status and steps, oldest first.",
     )
@@ -208,6 +211,7 @@ def build_registry_operations(user: UserCheck) -> APIRouter:
     @router.post(
         "/tools/commit_code",
         operation_id="commit_code",
+        responses=openapi_docs.errors(413, 422, 503),
         summary="Commit a code file to your code registry",
         description="Store the whole content of a file you wrote in this conversation, under its file"
         " name, with a commit message: a new entry, or the next version of it. Your entries are listed in"
@@ -228,6 +232,7 @@ def build_registry_operations(user: UserCheck) -> APIRouter:
     @router.post(
         "/tools/read_code",
         operation_id="read_code",
+        responses=openapi_docs.errors(404, 413, 422, 503),
         summary="Read a file of your code registry",
         description="The latest content of a code entry of this conversation, with its version and lines.",
         openapi_extra=_body_schema(calls.ReadCode),
@@ -250,6 +255,7 @@ def build_registry_operations(user: UserCheck) -> APIRouter:
     @router.post(
         "/tools/list_code",
         operation_id="list_code",
+        responses=openapi_docs.errors(422, 503),
         summary="List your code registry for this conversation",
         description="Every code entry of this conversation (file name, language, lines, version, last"
         " commit message), without contents; read_code reads one.",

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import hmac
+from typing import Any
 
-from fastapi import HTTPException, Request
+from fastapi import Depends, HTTPException, Request, Security
+from fastapi.security import HTTPBearer
 
 __all__ = ["BearerAuth"]
+
+# Declares the scheme in the OpenAPI document (named `bearer`, as `/tools/openapi.json` names it);
+# the check itself is `BearerAuth`'s.
+_SCHEME = HTTPBearer(auto_error=False, scheme_name="bearer")
 
 
 class BearerAuth:
@@ -18,6 +24,11 @@ class BearerAuth:
     @property
     def enabled(self) -> bool:
         return self._key is not None
+
+    def dependencies(self) -> list[Any]:
+        """The `dependencies=` of a protected router: the check, and (when a key is set) the bearer
+        scheme in the OpenAPI document, so it says which routes need the key."""
+        return [Depends(self), Security(_SCHEME)] if self.enabled else [Depends(self)]
 
     async def __call__(self, request: Request) -> None:
         if self._key is None:

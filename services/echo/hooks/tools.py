@@ -19,9 +19,9 @@ user only ever searches their own memories.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Request
+from fastapi import APIRouter, Header, HTTPException, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,7 +30,7 @@ import echo
 from echo.errors import EchoError
 from echo.filters import context_search
 from echo.hooks import memories as memories_api
-from echo.hooks import registry_tools, wire
+from echo.hooks import openapi_docs, registry_tools, security, wire
 
 __all__ = ["USER_HEADER", "build_tools_router"]
 
@@ -102,7 +102,8 @@ def _user(value: str | None) -> str:
             [
                 {
                     "loc": ["header", USER_HEADER],
-                    "msg": "Field required: Open WebUI sends the calling user's id in this header",
+                    "msg": "Field required: Open WebUI sends the calling user's id in this header when it"
+                    " runs with ENABLE_FORWARD_USER_INFO_HEADERS=true",
                     "type": "missing",
                 }
             ]
@@ -110,10 +111,12 @@ def _user(value: str | None) -> str:
     return value.strip()
 
 
-def build_tools_router(auth: Any) -> APIRouter:
+def build_tools_router(auth: security.BearerAuth) -> APIRouter:
     """The tool routes (behind `auth`) and their OpenAPI document (public)."""
     router = APIRouter()
-    operations = APIRouter(dependencies=[Depends(auth)])
+    operations = APIRouter(
+        dependencies=auth.dependencies(), responses=openapi_docs.AUTH_ERRORS if auth.enabled else {}
+    )
 
     @operations.post(
         "/tools/search_memories",
@@ -122,6 +125,7 @@ def build_tools_router(auth: Any) -> APIRouter:
         description="Long-term memories distilled from earlier conversations with this user, nearest to "
         "the query first. Use it when the user refers to something they told you before.",
         response_model=SearchMemoriesAnswer,
+        responses=openapi_docs.errors(400, 422, 503),
     )
     async def search_memories(
         request: Request,
@@ -148,6 +152,7 @@ def build_tools_router(auth: Any) -> APIRouter:
         "to the query, best first. Use it to answer from a large file whose summary is not enough.",
         response_model=SearchSessionContextAnswer,
         response_model_exclude_none=True,
+        responses=openapi_docs.errors(400, 422, 503),
     )
     async def search_session_context(
         request: Request,
