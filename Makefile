@@ -51,6 +51,7 @@ bench: install
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/suture.py
 	$(BIN)/python bench/attachments.py
+	$(BIN)/python bench/fuzz.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
@@ -106,5 +107,5 @@ openwebui-live: install openwebui-venv
 kube-apiserver:
 	scripts/kube-apiserver.sh build
 
-test-kube: install kube-apiserver
+test-kube: install tools kube-apiserver
 	$(BIN)/pytest tests/kube

@@ -8,8 +8,9 @@
 #                  About 5 min of CPU on 2 cores plus ~250 MB of downloads; the build tree is removed
 #                  afterwards, only the binaries stay in the cache.
 #   start DIR      start etcd + kube-apiserver on free 127.0.0.1 ports, state under DIR; writes
-#                  DIR/kubeconfig (token auth, RBAC on) and DIR/env; prints the kubeconfig path once
-#                  /readyz answers.
+#                  DIR/kubeconfig (token auth, RBAC on; an admin), DIR/operator-kubeconfig (the
+#                  ServiceAccount echo-system/echo-operator, which only the RBAC it is bound to lets
+#                  do anything) and DIR/env; prints the kubeconfig path once /readyz answers.
 #   stop DIR       stop both, by the PIDs recorded in DIR.
 #   path           print the cached kube-apiserver's path (exit 1 when it is not built).
 #
@@ -130,7 +131,7 @@ start() {
   [[ -x "$APISERVER" && -x "$ETCD" ]] || { log "not built: run '$0 build' first"; return 1; }
   mkdir -p "$dir/etcd" "$dir/certs"
   dir="$(cd "$dir" && pwd)"
-  local client peer port token
+  local client peer port token operator_token
   client="$(free_port)" peer="$(free_port)" port="$(free_port)"
   token="$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
 
@@ -140,7 +141,13 @@ start() {
     --initial-cluster "echo=http://127.0.0.1:$peer" >"$dir/etcd.log" 2>&1 &
   echo $! >"$dir/etcd.pid"
 
-  echo "$token,admin,admin-uid,system:masters" >"$dir/tokens.csv"
+  # The operator's identity: the ServiceAccount echo-system/echo-operator (the chart's RBAC binds it;
+  # no token controller runs here, so its token is a static one with the same user name and groups).
+  operator_token="$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
+  {
+    echo "$token,admin,admin-uid,system:masters"
+    echo "$operator_token,system:serviceaccount:echo-system:echo-operator,echo-operator-uid,\"system:serviceaccounts,system:serviceaccounts:echo-system,system:authenticated\""
+  } >"$dir/tokens.csv"
   openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
   "$APISERVER" --etcd-servers "http://127.0.0.1:$client" --cert-dir "$dir/certs" \
     --bind-address 127.0.0.1 --secure-port "$port" --token-auth-file "$dir/tokens.csv" \
@@ -164,7 +171,10 @@ contexts:
   context: {cluster: echo, user: admin}
 current-context: echo
 EOF
-  printf 'KUBE_APISERVER_URL=https://127.0.0.1:%s\nKUBE_TOKEN=%s\n' "$port" "$token" >"$dir/env"
+  sed -e "s/name: admin/name: echo-operator/" -e "s/user: admin/user: echo-operator/" \
+    -e "s/token: \"$token\"/token: \"$operator_token\"/" "$dir/kubeconfig" >"$dir/operator-kubeconfig"
+  printf 'KUBE_APISERVER_URL=https://127.0.0.1:%s\nKUBE_TOKEN=%s\nKUBE_OPERATOR_TOKEN=%s\n' \
+    "$port" "$token" "$operator_token" >"$dir/env"
 
   local started=$SECONDS
   for _ in $(seq 1 120); do

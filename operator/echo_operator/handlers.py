@@ -89,6 +89,26 @@ async def reconcile(
         )
 
 
+async def repair(
+    name: str,
+    namespace: str,
+    spec: Any,
+    body: kopf.Body,
+    meta: Any,
+    patch: kopf.Patch,
+    memo: kopf.Memo,
+    logger: Any,
+    **kwargs: Any,
+) -> None:
+    """The drift timer: apply the children again (one deleted or edited by hand comes back). A spec
+    that is invalid has nothing to repair: its status already says why, once."""
+    try:
+        spec_module.parse_spec(name, dict(spec))
+    except spec_module.InvalidSpec:
+        return
+    await reconcile(name, namespace, spec, body, meta, patch, memo, logger, **kwargs)
+
+
 async def delete(name: str, namespace: str, memo: kopf.Memo, logger: Any, **_: Any) -> None:
     """Delete every labelled child now (garbage collection would too, later); PVCs follow retainOnDelete."""
     with metrics.observe("delete"):
@@ -106,8 +126,9 @@ async def child_event(namespace: str, labels: Any, memo: kopf.Memo, **_: Any) ->
         await children.refresh_status(kube, namespace, labels[tenant_module.INSTANCE])
 
 
-def build_registry() -> kopf.OperatorRegistry:
-    """A registry with every handler of the operator."""
+def build_registry(*, drift_seconds: float = 300.0) -> kopf.OperatorRegistry:
+    """A registry with every handler of the operator; `drift_seconds`: the drift timer's interval
+    (`OperatorConfig.drift_seconds`)."""
     registry = kopf.OperatorRegistry()
     resource = (crd.GROUP, crd.VERSION, crd.PLURAL)
     kopf.on.startup(registry=registry)(startup)
@@ -118,6 +139,11 @@ def build_registry() -> kopf.OperatorRegistry:
     for decorator in (kopf.on.resume, kopf.on.create, kopf.on.update):
         decorator(*resource, id="reconcile", registry=registry)(reconcile)  # type: ignore[arg-type]
     kopf.on.delete(*resource, id="delete", registry=registry)(delete)  # type: ignore[arg-type]
+    # Not while the resource changes (idle): create/update already apply it then.
+    drift = kopf.timer(
+        *resource, id="drift", interval=drift_seconds, idle=drift_seconds / 2, registry=registry
+    )
+    drift(repair)  # type: ignore[arg-type]
     owned: dict[str, Any] = {
         tenant_module.MANAGED_BY: tenant_module.OPERATOR,
         tenant_module.INSTANCE: kopf.PRESENT,

@@ -36,7 +36,7 @@ def run(
     if metrics_port:
         metrics.serve(metrics_port)
     kopf.run(
-        registry=handlers.build_registry(),
+        registry=handlers.build_registry(drift_seconds=config.drift_seconds),
         memo=kopf.Memo(config=config),
         standalone=peering is None,
         peering_name=peering,

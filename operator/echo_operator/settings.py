@@ -47,8 +47,16 @@ class OperatorConfig:
     """Connect timeout of a watch request."""
     dashboards: Mapping[str, str] = field(default_factory=dict)
     """Grafana dashboards (file name -> JSON) rendered for tenants with monitoring.dashboards."""
+    drift_seconds: float = 300.0
+    """How often each EchoDeployment's children are applied again although nothing changed (drift
+    repair: a child deleted or edited by hand is put back); 5 min costs one server-side apply of a few
+    objects per tenant, and bounds how long a hand edit survives."""
 
     def __post_init__(self) -> None:
+        if not self.drift_seconds > 0:
+            raise ValueError(
+                f"drift_seconds must be a positive number of seconds, not {self.drift_seconds!r}"
+            )
         server = self.watch_server_timeout
         # bool is an int, and 300.0 would go out as "300.0": both are refused, not converted.
         if type(server) is not int or server <= 0:

@@ -143,6 +143,13 @@ def worker(concurrency: int) -> None:
     default=None,
     help="Grafana dashboards (*.json) rendered for tenants that ask for them.",
 )
+@click.option(
+    "--drift-seconds",
+    type=click.FloatRange(min=1.0),
+    default=300.0,
+    show_default=True,
+    help="How often every tenant's children are applied again (one deleted or edited by hand comes back).",
+)
 @click.option("--verbose", is_flag=True, help="Debug logs.")
 def operator(
     namespaces: tuple[str, ...],
@@ -151,6 +158,7 @@ def operator(
     liveness: str,
     metrics_port: int,
     dashboards_dir: Path | None,
+    drift_seconds: float,
     verbose: bool,
 ) -> None:
     """Run the Kubernetes operator (kopf) that reconciles EchoDeployment resources.
@@ -169,7 +177,9 @@ def operator(
         dashboards = settings.load_dashboards(dashboards_dir)
     except ValueError as error:
         raise click.ClickException(str(error)) from error
-    config = settings.OperatorConfig(kubeconfig=os.environ.get("KUBECONFIG"), dashboards=dashboards)
+    config = settings.OperatorConfig(
+        kubeconfig=os.environ.get("KUBECONFIG"), dashboards=dashboards, drift_seconds=drift_seconds
+    )
     runner.run(
         config,
         namespaces=namespaces,

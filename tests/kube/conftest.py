@@ -29,10 +29,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @dataclass(frozen=True)
 class RealApiServer:
+    """The server; `token`/`kubeconfig` are an admin's, `operator_kubeconfig` the ServiceAccount
+    echo-system/echo-operator's (it may do only what RBAC bound to it allows)."""
+
     url: str
     token: str
     kubeconfig: Path
     state: Path
+    operator_kubeconfig: Path
 
 
 def built() -> bool:
@@ -53,7 +57,13 @@ def real_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealApi
     try:
         assert started.returncode == 0, started.stderr + _tail(state / "apiserver.log")
         env = dict(line.split("=", 1) for line in (state / "env").read_text().split())
-        yield RealApiServer(env["KUBE_APISERVER_URL"], env["KUBE_TOKEN"], state / "kubeconfig", state)
+        yield RealApiServer(
+            env["KUBE_APISERVER_URL"],
+            env["KUBE_TOKEN"],
+            state / "kubeconfig",
+            state,
+            state / "operator-kubeconfig",
+        )
     finally:
         subprocess.run([str(SCRIPT), "stop", str(state)], capture_output=True, timeout=30, check=False)
 
@@ -78,3 +88,53 @@ def echo_crd(real_apiserver: RealApiServer) -> RealApiServer:
                 return real_apiserver
             assert time.monotonic() < deadline, f"CRD not Established: {conditions}"
             time.sleep(0.2)
+
+
+HELM = ROOT / "tools" / "bin" / "helm"
+CHART = ROOT / "charts" / "echo-operator"
+OPERATOR_NAMESPACE = "echo-system"
+OPERATOR_ACCOUNT = "echo-operator"
+_PLURALS = {
+    "ServiceAccount": ("/api/v1", "serviceaccounts", True),
+    "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
+    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+}
+
+
+def chart_rbac(watched: str) -> list[dict[str, object]]:
+    """The chart's ServiceAccount and RBAC for an operator watching `watched`, as `helm template` renders."""
+    rendered = subprocess.run(
+        [
+            str(HELM), "template", "echo", str(CHART), "--namespace", OPERATOR_NAMESPACE,
+            "--set", "watch.allNamespaces=false", "--set", f"watch.namespaces={{{watched}}}",
+            "--set", f"serviceAccount.name={OPERATOR_ACCOUNT}",
+        ],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    return [doc for doc in yaml.safe_load_all(rendered) if doc and doc.get("kind") in _PLURALS]
+
+
+@pytest.fixture(scope="session")
+def operator_rbac(echo_crd: RealApiServer) -> list[dict[str, object]]:
+    """The chart's own RBAC applied for the operator's ServiceAccount (watching `echo-test`): the
+    operator then runs with exactly the rights the chart grants."""
+    if not HELM.exists():
+        pytest.skip("tools/bin/helm is absent: run `make tools` to render the chart's RBAC")
+    headers = {"Authorization": f"Bearer {echo_crd.token}"}
+    docs = chart_rbac("echo-test")
+    with httpx.Client(base_url=echo_crd.url, headers=headers, verify=False, timeout=10) as client:
+        for namespace in (OPERATOR_NAMESPACE, "echo-test"):
+            answer = client.post("/api/v1/namespaces", json={"metadata": {"name": namespace}})
+            assert answer.status_code in (201, 409), answer.text
+        for doc in docs:
+            base, plural, namespaced = _PLURALS[str(doc["kind"])]
+            metadata = doc["metadata"]
+            assert isinstance(metadata, dict)
+            scope = f"/namespaces/{metadata.get('namespace', OPERATOR_NAMESPACE)}" if namespaced else ""
+            answer = client.post(f"{base}{scope}/{plural}", json=doc)
+            assert answer.status_code in (201, 409), answer.text
+    accounts = [d for d in docs if d["kind"] == "ServiceAccount"]
+    assert [a["metadata"]["name"] for a in accounts] == [OPERATOR_ACCOUNT]  # type: ignore[index]
+    return docs

@@ -26,6 +26,7 @@ import yaml
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(180)]
 
 NS = "echo-test"
+DRIFT_SECONDS = 4  # the drift timer, short here: a child deleted by hand comes back within seconds
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "echo-cpu.yaml"
 T = TypeVar("T")
@@ -51,14 +52,18 @@ def api(echo_crd: Any) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture(scope="module")
-def operator(echo_crd: Any, api: httpx.Client, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """`echoctl operator -n echo-test` with the apiserver's kubeconfig; yields its log file."""
+def operator(
+    echo_crd: Any, operator_rbac: Any, api: httpx.Client, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """`echoctl operator -n echo-test` as the ServiceAccount echo-system/echo-operator, which holds only
+    the chart's own RBAC (so a missing verb fails here, as in a cluster); yields its log file."""
     log = tmp_path_factory.mktemp("operator") / "operator.log"
     echoctl = shutil.which("echoctl", path=str(Path(sys.executable).parent)) or "echoctl"
     env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
-    env["KUBECONFIG"] = str(echo_crd.kubeconfig)
+    env["KUBECONFIG"] = str(echo_crd.operator_kubeconfig)
     with log.open("wb") as out:
-        process = subprocess.Popen([echoctl, "operator", "--namespace", NS], env=env, stdout=out, stderr=out)
+        command = [echoctl, "operator", "--namespace", NS, "--drift-seconds", str(DRIFT_SECONDS)]
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=out)
     try:
         yield log
     finally:
@@ -193,3 +198,105 @@ def test_an_invalid_spec_is_reported(api: httpx.Client, operator: Path) -> None:
     condition = ready(api, "bad", operator)
     assert (condition["status"], condition["reason"]) == ("False", "InvalidSpec")
     assert "llm.apiKeySecretRef is required" in condition["message"]
+
+
+def patch_spec(api: httpx.Client, name: str, spec: dict[str, Any]) -> int:
+    answer = api.patch(
+        path("echo.dev/v1alpha1", "echodeployments", name),
+        json={"spec": spec},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert answer.status_code == 200, answer.text
+    return int(answer.json()["metadata"]["generation"])
+
+
+def observed(api: httpx.Client, name: str, generation: int) -> Callable[[], bool]:
+    def check() -> bool:
+        condition = conditions(api, name).get("Ready") or {}
+        return condition.get("observedGeneration") == generation
+
+    return check
+
+
+def test_the_service_account_has_only_the_chart_s_rights(api: httpx.Client, operator_rbac: Any) -> None:
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": "system:serviceaccount:echo-system:echo-operator",
+            "groups": ["system:serviceaccounts", "system:authenticated"],
+        },
+    }
+
+    def allowed(verb: str, resource: str, namespace: str, group: str = "") -> bool:
+        attributes = {"verb": verb, "resource": resource, "namespace": namespace, "group": group}
+        body = {**review, "spec": {**review["spec"], "resourceAttributes": attributes}}
+        answer = api.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", json=body)
+        assert answer.status_code == 201, answer.text
+        return bool(answer.json()["status"]["allowed"])
+
+    assert allowed("create", "deployments", NS, "apps")
+    assert allowed("patch", "echodeployments", NS, "echo.dev")
+    assert not allowed("create", "deployments", "kube-system", "apps")  # only the watched namespace
+    assert not allowed("delete", "customresourcedefinitions", "", "apiextensions.k8s.io")
+    assert not allowed("get", "secrets", "kube-system")
+
+
+def tenant(api: httpx.Client, name: str, operator: Path) -> None:
+    """A small offline tenant of its own (each test its own, so generations do not mix), reconciled."""
+    spec = {
+        "database": {"dsnSecretRef": {"name": "echo-cpu-db"}},
+        "llm": {"provider": "offline"},
+        "embedding": {"gpu": {"count": 0}},
+        "hooks": {"replicas": 1, "podDisruptionBudget": {"enabled": False}},
+    }
+    create(
+        api,
+        {
+            "apiVersion": "echo.dev/v1alpha1",
+            "kind": "EchoDeployment",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
+    )
+    ready(api, name, operator)
+
+
+def test_a_spec_update_reaches_the_children(api: httpx.Client, operator: Path) -> None:
+    tenant(api, "upd", operator)
+    generation = patch_spec(api, "upd", {"hooks": {"replicas": 3}})
+    eventually(observed(api, "upd", generation), within=60, what="the update reconciled")
+    hooks = api.get(path("apps/v1", "deployments", "upd-hooks")).json()
+    assert hooks["spec"]["replicas"] == 3
+
+
+def test_a_child_deleted_by_hand_comes_back(api: httpx.Client, operator: Path) -> None:
+    tenant(api, "child", operator)
+    answer = api.delete(path("v1", "configmaps", "child-valves"))
+    assert answer.status_code == 200, answer.text
+    eventually(lambda: "child-valves" in names(api, "v1", "configmaps"), within=60, what="valves back")
+
+
+def test_spec_changes_racing_the_status_writes_all_land(api: httpx.Client, operator: Path) -> None:
+    """Each status write carries the resourceVersion it read; spec patches in between make some of
+    them conflict (409): the operator reads again and the last generation is the one reported."""
+    tenant(api, "race", operator)
+    generation = 0
+    for replicas in (2, 4, 1, 5, 2):
+        generation = patch_spec(api, "race", {"hooks": {"replicas": replicas}})
+        time.sleep(0.05)
+    eventually(observed(api, "race", generation), within=90, what=f"generation {generation} reported")
+    assert api.get(path("apps/v1", "deployments", "race-hooks")).json()["spec"]["replicas"] == 2
+    assert "Traceback" not in operator.read_text(errors="replace")
+
+
+def test_a_deleted_tenant_goes_once_its_finalizer_is_done(api: httpx.Client, operator: Path) -> None:
+    tenant(api, "gone", operator)
+    found = api.get(path("echo.dev/v1alpha1", "echodeployments", "gone")).json()
+    assert found["metadata"].get("finalizers"), found["metadata"]
+    assert api.delete(path("echo.dev/v1alpha1", "echodeployments", "gone")).status_code == 200
+
+    def gone() -> bool:
+        return api.get(path("echo.dev/v1alpha1", "echodeployments", "gone")).status_code == 404
+
+    eventually(gone, within=60, what="the tenant deleted after its finalizer")
