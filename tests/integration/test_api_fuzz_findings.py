@@ -79,3 +79,28 @@ def test_without_a_key_the_openapi_declares_no_bearer_scheme(tmp_path: Path) -> 
         spec = httpx.get(f"{server.url}/openapi.json").json()
     assert "securitySchemes" not in spec.get("components", {})
     assert "401" not in spec["paths"]["/models"]["get"]["responses"]
+
+
+def test_a_nul_in_an_id_the_store_keeps_is_a_422_naming_it(client: httpx.Client) -> None:
+    # Each reached PostgreSQL, which refused it: a 503 "backend unavailable" (found by bench/fuzz.py).
+    refused = [
+        (client.get("/memories", params={"user_id": "u\x00"}), ["query", "user_id"]),
+        (client.get("/memories/m%00", params={"user_id": "u1"}), ["path", "memory_id"]),
+        (client.delete("/memories/m%00", params={"user_id": "u1"}), ["path", "memory_id"]),
+        (client.delete("/users/u%00"), ["path", "user_id"]),
+        (client.post("/chats/c%00/compact", json={"user_id": "u1"}), ["path", "chat_id"]),
+        (client.post("/chats/c1/compact", json={"user_id": "u\x00"}), ["body", "user_id"]),
+        (
+            client.post(
+                "/tools/search_session_context",
+                json={"source_id": "s\x00", "query": "q"},
+                headers=TOOL_HEADERS,
+            ),
+            ["body", "source_id"],
+        ),
+    ]
+    for answer, where in refused:
+        assert answer.status_code == 422, (where, answer.text)
+        detail = answer.json()["detail"]
+        errors = detail if isinstance(detail, list) else detail["errors"]
+        assert [error["loc"] for error in errors] == [where]

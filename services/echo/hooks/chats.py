@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 import structlog
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from typing_extensions import TypedDict  # pydantic needs this TypedDict before Python 3.12
@@ -56,11 +56,12 @@ class CompactRequest(TypedDict, total=False):
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
 
-    user_id: Annotated[str, Field(min_length=1)]
-    model: Annotated[str, Field(min_length=1)]
+    user_id: Annotated[str, Field(min_length=1, pattern=wire.TEXT_WITHOUT_NUL)]
+    model: Annotated[str, Field(min_length=1, pattern=wire.TEXT_WITHOUT_NUL)]
 
 
 COMPACT_REQUEST: TypeAdapter[CompactRequest] = TypeAdapter(CompactRequest)
+ChatId = Annotated[str, Path(pattern=wire.TEXT_WITHOUT_NUL, description="Open WebUI's chat id.")]
 
 
 class CompactAnswer(BaseModel):
@@ -122,7 +123,7 @@ def build_chats_router(config: live_config.LiveConfig, *, max_body_bytes: int) -
         # Documented with `user_id` required: the header in its place is Open WebUI's convenience.
         openapi_extra=openapi_docs.json_body(COMPACT_REQUEST, require=["user_id"]),
     )
-    async def compact_chat(chat_id: str, request: Request) -> JSONResponse:
+    async def compact_chat(chat_id: ChatId, request: Request) -> JSONResponse:
         data = await _body(request, max_body_bytes)
         wire.validate(COMPACT_REQUEST, data)
         user_id = _user_id(data, request.headers)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Annotated, Any, NotRequired
 
 import structlog
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from typing_extensions import TypedDict  # pydantic needs this TypedDict before Python 3.12
@@ -37,7 +37,11 @@ __all__ = ["SEARCH_REQUEST", "MemorySearch", "backends_of", "build_memories_rout
 log = structlog.get_logger("echo.hooks")
 
 _NOT_FOUND = "no memory with this id for this user"
-UserId = Annotated[str, Query(min_length=1, description="The user whose memories these are.")]
+UserId = Annotated[
+    str, Query(min_length=1, pattern=wire.TEXT_WITHOUT_NUL, description="The user whose memories these are.")
+]
+MemoryId = Annotated[str, Path(pattern=wire.TEXT_WITHOUT_NUL, description="The memory's id.")]
+ForgottenUser = Annotated[str, Path(pattern=wire.TEXT_WITHOUT_NUL, description="The user to forget.")]
 Limit = Annotated[int, Query(ge=1, le=1000)]
 # PostgreSQL's OFFSET is a bigint: a larger one is a 422 naming it, not a store error (a 503).
 Offset = Annotated[int, Query(ge=0, le=2**63 - 1)]
@@ -149,7 +153,7 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
         return JSONResponse({"data": found})
 
     @router.get("/memories/{memory_id}", responses=openapi_docs.errors(404, 422, 503))
-    async def get_memory(request: Request, memory_id: str, user_id: UserId) -> JSONResponse:
+    async def get_memory(request: Request, memory_id: MemoryId, user_id: UserId) -> JSONResponse:
         try:
             row = await memories.Memories(_store(request)).get(user_id, memory_id, with_history=True)
         except store_errors.StoreError as error:
@@ -171,7 +175,7 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
         return JSONResponse(answer)
 
     @router.delete("/memories/{memory_id}", responses=openapi_docs.errors(404, 422, 503))
-    async def delete_memory(request: Request, memory_id: str, user_id: UserId) -> JSONResponse:
+    async def delete_memory(request: Request, memory_id: MemoryId, user_id: UserId) -> JSONResponse:
         runtime = backends_of(request)
         store = memories.Memories(runtime.store)
         try:
@@ -187,7 +191,7 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
         return JSONResponse({"deleted": memory_id, "user_id": user_id})
 
     @router.delete("/users/{user_id}", responses=openapi_docs.errors(503, models={503: Forgotten}))
-    async def forget_user(request: Request, user_id: str) -> JSONResponse:
+    async def forget_user(request: Request, user_id: ForgottenUser) -> JSONResponse:
         runtime = backends_of(request)
         parts = forgetting.builtin_forgetting(runtime.store, lambda: getattr(runtime, "vectors", None))
         done = await parts.forget(user_id)

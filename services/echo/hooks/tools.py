@@ -70,6 +70,7 @@ class SearchSessionContext(BaseModel):
     source_id: str = Field(
         min_length=1,
         max_length=500,
+        pattern=wire.TEXT_WITHOUT_NUL,
         description="The file's source_id, as given in its <smart_context> block (U_…_C_…_T_…).",
     )
     query: str = Field(

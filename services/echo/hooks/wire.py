@@ -24,6 +24,7 @@ __all__ = [
     "EVENTS_VERSION",
     "FILTER_REQUEST",
     "HOOK_ANSWER_MEDIA_TYPE",
+    "TEXT_WITHOUT_NUL",
     "ChatRequest",
     "FilterRequest",
     "WireMessage",
@@ -69,6 +70,10 @@ FILTER_REQUEST: TypeAdapter[FilterRequest] = TypeAdapter(FilterRequest)
 CHAT_REQUEST: TypeAdapter[ChatRequest] = TypeAdapter(ChatRequest)
 
 _MAX_ERRORS = 10
+
+# A text the store keeps (an id, a user): PostgreSQL's text and JSONB hold no NUL, so one is refused
+# up front with a 422 naming the field, not left to fail in the store as a 503.
+TEXT_WITHOUT_NUL = r"^[^\x00]*$"
 
 
 def unprocessable(errors: list[dict[str, Any]]) -> HTTPException:
