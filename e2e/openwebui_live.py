@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,7 @@ def main() -> int:
                 "ENABLE_RETRIEVAL_QUERY_GENERATION": "false",
                 "BYPASS_MODEL_ACCESS_CONTROL": "true",
                 "ENABLE_API_KEYS": "true",  # ECHO reads uploaded files with an admin's API key
+                "ENABLE_FORWARD_USER_INFO_HEADERS": "true",  # tool calls say which user calls
             }
             webui_log = (work / "webui.log").open("wb")
             processes.append(
@@ -159,6 +161,7 @@ def main() -> int:
 
 SHADOW_MARK = "SHADOW-CHECK"
 SHADOW_QUESTION = f"{SHADOW_MARK} 1: what is my dog's name?"
+FILE_QUESTION = "FILE-CHECK: what opens the vault?"  # + " (source_id=…)": the model calls the tool server
 SIG_CALL, SIG_ANSWER = b"live-call-signature\x00\xff", b"live-answer-signature\x01\xfe"
 
 
@@ -175,6 +178,20 @@ def model_answer(body: dict[str, Any]) -> str | list[dict[str, Any]]:
     contents = body.get("contents", [])
     asked = [i for i, c in enumerate(contents) if c.get("role", "user") == "user" and _texts(c)]
     text = _texts(contents[asked[-1]]) if asked else ""
+    if FILE_QUESTION in text:  # Open WebUI declares search_session_context (its tool server): it runs it
+        results = [
+            p["functionResponse"] for c in contents for p in c.get("parts", []) if "functionResponse" in p
+        ]
+        if not results:
+            source = re.search(r"source_id=(U_[A-Za-z0-9_-]+)", text)
+            args = {"source_id": source.group(1) if source else "", "query": "vault code"}
+            return [{"functionCall": {"name": "search_session_context", "args": args}}]
+        found = re.search(r"code (\d{4}-[A-Z]+)", json.dumps(results))
+        return (
+            f"The vault opens with {found.group(1)}."
+            if found
+            else f"Not found in {json.dumps(results)[:300]}"
+        )
     if text.rstrip().endswith(SHADOW_QUESTION):  # the user's text ends the content (recalled memories lead)
         answered = any("functionResponse" in p for c in contents[asked[-1] + 1 :] for p in c.get("parts", []))
         if not answered:
@@ -470,6 +487,60 @@ def attachment_checks(
         and "search_session_context" in verified.text,
         {"verify": verified.text[:600], "save": saved.text[:300]},
     )
+    searches = _count(echo_http, "echo_context_search_seconds_count")
+    content = web_ui_turn(http, f"{FILE_QUESTION} (source_id={source_id})", tool_ids=["server:echo"])
+    check(
+        "the model's call of search_session_context runs through Open WebUI's tool server registration",
+        "7741-ALPHA" in content and _count(echo_http, "echo_context_search_seconds_count") > searches,
+        content[:1200],
+    )
+
+
+def web_ui_turn(http: httpx.Client, question: str, *, tool_ids: list[str], within: float = 90) -> str:
+    """A first turn as the web UI sends it (Open WebUI creates the chat and runs native tool calls in the
+    background, saving the answer): the stored assistant message's text, once written."""
+    user_id, answer_id = str(uuid.uuid4()), str(uuid.uuid4())
+    body = {
+        "model": "echo.gemini-2.5-flash",
+        "stream": True,
+        "session_id": f"live-{uuid.uuid4().hex[:8]}",
+        "id": answer_id,
+        "parent_id": None,
+        "user_message": {
+            "id": user_id,
+            "parentId": None,
+            "childrenIds": [answer_id],
+            "role": "user",
+            "content": question,
+            "timestamp": int(time.time()),
+            "models": ["echo.gemini-2.5-flash"],
+        },
+        "messages": [{"role": "user", "content": question}],
+        "tool_ids": tool_ids,
+        "params": {"function_calling": "native"},
+        "features": {},
+    }
+    started = http.post("/api/chat/completions", json=body)
+    chat_id = started.json().get("chat_id") if started.status_code == 200 else None
+    if not chat_id:
+        return f"no chat started: {started.status_code} {started.text[:300]}"
+    deadline, content = time.monotonic() + within, ""
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        stored = http.get(f"/api/v1/chats/{chat_id}").json()
+        message = stored.get("chat", {}).get("history", {}).get("messages", {}).get(answer_id, {})
+        content = message.get("content") or ""
+        if message.get("done") and content:
+            return content
+    return f"no answer stored in {within} s: {content[:300]}"
+
+
+def _count(echo_http: httpx.Client, sample: str) -> float:
+    """The value of an unlabelled sample of echo-hooks' /metrics (0 when absent)."""
+    for line in echo_http.get("/metrics").text.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.split()[-1])
+    return 0.0
 
 
 def compression_checks(check: Checks, http: httpx.Client, gemini: FakeGemini) -> None:
