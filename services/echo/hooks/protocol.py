@@ -229,6 +229,9 @@ def build_protocol_router(
             methods=["POST"],
             name=f"update_valves_{filter_id}",
             summary=f"Replace the valves of {filter_id}",
+            description="The body replaces the filter's valves (those left out take their defaults) and is"
+            " saved. Besides each valve's own bounds, the rules across valves (as `valves/spec` describes"
+            " them) are checked: a body that breaks one is a 422 naming both valves.",
             responses=openapi_docs.errors(409, 413, 422),
             openapi_extra=openapi_docs.valves_body(valves_module.FILTER_VALVES[filter_id]),
         )

@@ -1,0 +1,75 @@
+"""Long property-based fuzzing of echo-hooks' whole OpenAPI (issue 12, point 1); `make test` runs a
+bounded one (tests/integration/test_api_fuzz.py).
+
+The service as `echoctl serve` runs it, with its backends (PostgreSQL, Qdrant local mode, the packaged
+MiniLM embedder, the offline LLM, the in-process worker) and the `echo.*` pipe on the fake Gemini.
+Every operation of its `/openapi.json` gets `--examples` schema-valid and as many schema-breaking
+requests with the bearer key, and `--examples-without-key` of each without it, each checked by every
+schemathesis check (`max_response_time` at the hooks' deadline and slack) and by "every 4xx names
+the field". Prints a table: operations, examples, failures by check (open findings apart), and the
+first sample of each failure.
+
+    .venv/bin/python bench/fuzz.py [--examples 100] [--examples-without-key 10] [--seed 0|random]
+
+Uses ECHO_DATABASE_URL when set (a throwaway tenant, dropped after), else an embedded PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import stores
+from fakes import api_fuzz
+
+from echo import logs
+
+
+def table(runs: list[tuple[str, api_fuzz.FuzzReport]]) -> str:
+    rows = [("run", "operations", "examples", "seconds", "check", "failures", "open finding")]
+    for name, report in runs:
+        examples, failures = sum(report.examples.values()), sum(report.failures.values())
+        rows.append(
+            (name, str(report.operations), str(examples), f"{report.seconds:.0f}", "(all)", str(failures), "")
+        )
+        for title, count in sorted(report.by_check().items()):
+            why = next((api_fuzz.open_finding(op, t) for op, t in report.failures if t == title), None)
+            rows.append(("", "", "", "", title, str(count), why or ""))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows
+    )
+
+
+async def main(args: argparse.Namespace) -> int:
+    seed = None if args.seed == "random" else int(args.seed)
+    logs.configure_logging("ERROR", "console")  # the service's own logs of refused requests stay out
+    with tempfile.TemporaryDirectory(prefix="echo-fuzz-") as work:
+        async with (
+            stores.database(Path(work)) as dsn,
+            api_fuzz.fuzz_service(dsn, Path(work)) as (_, _gemini, url),
+        ):
+            keyed = await asyncio.to_thread(
+                api_fuzz.fuzz, url, max_examples=args.examples, with_key=True, seed=seed
+            )
+            keyless = await asyncio.to_thread(
+                api_fuzz.fuzz, url, max_examples=args.examples_without_key, with_key=False, seed=seed
+            )
+    print(table([("with key", keyed), ("without key", keyless)]))
+    for name, report in (("with key", keyed), ("without key", keyless)):
+        if report.failures:
+            print(f"\n{name}, first sample of each failure:\n{report.describe()}")
+    return 1 if keyed.unexplained() or keyless.failures else 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--examples", type=int, default=100, help="per operation and mode, with the key")
+    parser.add_argument("--examples-without-key", type=int, default=10)
+    parser.add_argument("--seed", default="0", help="an integer (reproducible) or random")
+    sys.exit(asyncio.run(main(parser.parse_args())))
