@@ -487,11 +487,14 @@ def attachment_checks(
         and "search_session_context" in verified.text,
         {"verify": verified.text[:600], "save": saved.text[:300]},
     )
-    searches = _count(echo_http, "echo_context_search_seconds_count")
+    returned = 'echo_pipe_tool_calls_total{executor="openwebui",outcome="returned"}'
+    searches, handed = _count(echo_http, "echo_context_search_seconds_count"), _count(echo_http, returned)
     content = web_ui_turn(http, f"{FILE_QUESTION} (source_id={source_id})", tool_ids=["server:echo"])
     check(
         "the model's call of search_session_context runs through Open WebUI's tool server registration",
-        "7741-ALPHA" in content and _count(echo_http, "echo_context_search_seconds_count") > searches,
+        "7741-ALPHA" in content
+        and _count(echo_http, "echo_context_search_seconds_count") > searches
+        and _count(echo_http, returned) > handed,  # the pipe handed the call to Open WebUI, which ran it
         content[:1200],
     )
 
@@ -536,7 +539,7 @@ def web_ui_turn(http: httpx.Client, question: str, *, tool_ids: list[str], withi
 
 
 def _count(echo_http: httpx.Client, sample: str) -> float:
-    """The value of an unlabelled sample of echo-hooks' /metrics (0 when absent)."""
+    """The value of a sample of echo-hooks' /metrics, labels as exposed (0 when absent)."""
     for line in echo_http.get("/metrics").text.splitlines():
         if line.startswith(sample + " "):
             return float(line.split()[-1])

@@ -21,6 +21,8 @@ from fakes.gemini_server import FakeGemini
 from fakes.memory_service import MemoryService, memory_service, until
 from fakes.openwebui_files import OWUI_FILES_KEY, FakeFiles, fake_files
 
+from echo import shadow
+
 pytestmark = pytest.mark.timeout(180)
 
 SMALL_LIMIT = 4000  # MAX_DIRECT_TEXT_SIZE of these tests: bytes
@@ -221,7 +223,14 @@ async def test_audio_is_native_for_echo_pipes_only(service: MemoryService, files
     piped = await inlet(service, inlet_body("transcribe", [item], model="echo.gemini-2.5-flash"))
     assert piped["messages"][-1]["content"][-1]["type"] == "file"
     assert piped["messages"][-1]["content"][-1]["file"]["file_data"].startswith("data:audio/wav;base64,")
+    # the pipe's shadow gets the message as Open WebUI stores it (without the part added here)
+    sent = inlet_body("transcribe", [item], model="echo.gemini-2.5-flash")
+    assert piped["echo_ctx"] == {
+        "user_position": 0,
+        "user_invariant": shadow.message_invariant(sent["messages"][-1]),
+    }
     other = await inlet(service, inlet_body("transcribe", [item], chat="c9"))
+    assert "echo_ctx" not in other  # never sent on to another provider
     assert other["files"] == [item]
     assert modes(other) == []
 

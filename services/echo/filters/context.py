@@ -31,7 +31,7 @@ from typing import Any
 import structlog
 
 import echo
-from echo import aec, metrics
+from echo import aec, metrics, shadow
 from echo.attachments import parts as parts_module
 from echo.config import valves as valves_module
 from echo.filters import base, context_files
@@ -162,12 +162,26 @@ class ContextFilter:
         new_messages = list(messages)
         new_messages[index] = message
         new_body = {**body, "messages": new_messages}
+        if str(body.get("model", "")).startswith(PIPE_PREFIX):
+            new_body[shadow.ECHO_CTX_KEY] = self._as_stored(body, ctx)
         if taken:
             new_body["files"] = _without(body.get("files"), taken)
             metadata = body.get("metadata")
             if isinstance(metadata, Mapping) and "files" in metadata:
                 new_body["metadata"] = {**metadata, "files": _without(metadata.get("files"), taken)}
         return new_body
+
+    @staticmethod
+    def _as_stored(body: Mapping[str, Any], ctx: base.HookContext) -> dict[str, Any]:
+        """For the `echo.*` pipe's shadow: the user message as Open WebUI stores it and later turns send
+        it (before the parts added or corrected here), so this turn's rows are found again. Other
+        providers never get this key: Open WebUI passes unknown top-level keys on to the model."""
+        earlier = body.get(shadow.ECHO_CTX_KEY)
+        context = dict(earlier) if isinstance(earlier, Mapping) else {}
+        current = shadow.from_inlet(body, ctx.user).current
+        if current is not None:
+            context.update(user_position=current.position, user_invariant=current.invariant)
+        return context
 
     async def _aec_block(
         self, body: Mapping[str, Any], ctx: base.HookContext, settings: valves_module.ContextValves
