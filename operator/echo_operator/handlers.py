@@ -89,24 +89,14 @@ async def reconcile(
         )
 
 
-async def repair(
-    name: str,
-    namespace: str,
-    spec: Any,
-    body: kopf.Body,
-    meta: Any,
-    patch: kopf.Patch,
-    memo: kopf.Memo,
-    logger: Any,
-    **kwargs: Any,
-) -> None:
+async def repair(name: str, spec: Any, **kwargs: Any) -> None:
     """The drift timer: apply the children again (one deleted or edited by hand comes back). A spec
     that is invalid has nothing to repair: its status already says why, once."""
     try:
         spec_module.parse_spec(name, dict(spec))
     except spec_module.InvalidSpec:
         return
-    await reconcile(name, namespace, spec, body, meta, patch, memo, logger, **kwargs)
+    await reconcile(name=name, spec=spec, **kwargs)
 
 
 async def delete(name: str, namespace: str, memo: kopf.Memo, logger: Any, **_: Any) -> None:
@@ -143,7 +133,7 @@ def build_registry(*, drift_seconds: float = 300.0) -> kopf.OperatorRegistry:
     drift = kopf.timer(
         *resource, id="drift", interval=drift_seconds, idle=drift_seconds / 2, registry=registry
     )
-    drift(repair)  # type: ignore[arg-type]
+    drift(repair)
     owned: dict[str, Any] = {
         tenant_module.MANAGED_BY: tenant_module.OPERATOR,
         tenant_module.INSTANCE: kopf.PRESENT,
