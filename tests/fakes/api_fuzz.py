@@ -54,25 +54,28 @@ RESPONSE_TIME_LIMIT_S = 10.0
 PIPE_MODEL = "gemini-2.5-flash"
 
 
-# Findings still open, each named with why (README, Tests): excluded from `unexplained`, counted apart.
+# Findings still open, each named with why (README, Tests): counted in `FuzzReport.open`, not `failures`.
 # The valves' cross-field rules (EXACT_MATCH_THRESHOLD >= SIMILARITY_THRESHOLD, overlap below chunk
 # size, threshold below context) are no JSON Schema: such a body is schema-valid and refused with a 422
-# that names both valves. And the valves are validated in pydantic's lax mode (Open WebUI's editor
-# sends text): a boolean for an integer valve is taken as 0 or 1. The registry tools take an explicit
-# null for an optional field as "not given" (models send it) while their schema, which the models
-# read, leaves null out (`registry_calls`, by design).
-OPEN_FINDINGS: Mapping[tuple[str, str], str] = {
-    ("/valves/update", "Schema-valid request rejected"): "cross-field valve rules, refused with a 422",
-    ("/valves/update", "Schema-violating request accepted"): "lax valve types (a boolean for an integer)",
-    ("/tools/save_plan", "Schema-violating request accepted"): "null taken as not given (by design)",
-    ("/tools/update_plan", "Schema-violating request accepted"): "null taken as not given (by design)",
+# that names both valves. The registry tools take an explicit null for an optional field as "not
+# given" (models send it) while their schema, which the models read, leaves null out (`registry_calls`,
+# by design).
+# (operation's path ends with, check, what the failure's message must say) -> why.
+OPEN_FINDINGS: Mapping[tuple[str, str, str], str] = {
+    (
+        "/valves/update",
+        "Schema-valid request rejected",
+        " must ",
+    ): "cross-field valve rules, refused with a 422",
+    ("/tools/save_plan", "Schema-violating request accepted", "became null"): "null taken as not given",
+    ("/tools/update_plan", "Schema-violating request accepted", "became null"): "null taken as not given",
 }
 
 
-def open_finding(operation: str, title: str) -> str | None:
+def open_finding(operation: str, title: str, message: str) -> str | None:
     """Why a failure is a known open finding (`OPEN_FINDINGS`), or None."""
-    for (path_end, check), why in OPEN_FINDINGS.items():
-        if operation.endswith(path_end) and title == check:
+    for (path_end, check, says), why in OPEN_FINDINGS.items():
+        if operation.endswith(path_end) and title == check and says in message:
             return why
     return None
 
@@ -83,6 +86,7 @@ class FuzzReport:
 
     examples: Counter[str] = field(default_factory=Counter)
     failures: Counter[tuple[str, str]] = field(default_factory=Counter)  # (operation, check title)
+    open: Counter[tuple[str, str]] = field(default_factory=Counter)  # the same, for open findings
     samples: dict[tuple[str, str], str] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -90,19 +94,19 @@ class FuzzReport:
     def operations(self) -> int:
         return len(self.examples)
 
-    def by_check(self) -> Counter[str]:
-        counts: Counter[str] = Counter()
-        for (_, title), count in self.failures.items():
-            counts[title] += count
-        return counts
-
-    def unexplained(self) -> dict[tuple[str, str], int]:
-        """The failures that are not open findings: what a run must not have."""
-        return {key: n for key, n in self.failures.items() if open_finding(*key) is None}
+    def by_check(self, counts: Counter[tuple[str, str]]) -> Counter[str]:
+        """`counts` (`failures` or `open`) summed by check."""
+        found: Counter[str] = Counter()
+        for (_, title), count in counts.items():
+            found[title] += count
+        return found
 
     def describe(self) -> str:
-        lines = [f"{operation}: {title} ×{count}\n    {self.samples[operation, title]}"
-                 for (operation, title), count in sorted(self.failures.items())]  # fmt: skip
+        """Each failure, then each open finding, with its first sample."""
+        lines = []
+        for kind, counts in (("", self.failures), ("open finding: ", self.open)):
+            lines += [f"{kind}{operation}: {title} ×{count}\n    {self.samples[operation, title]}"
+                      for (operation, title), count in sorted(counts.items())]  # fmt: skip
         return "\n".join(lines)
 
 
@@ -187,10 +191,11 @@ def _fuzz_operation(
         except (FailureGroup, Exception) as error:  # collected: one run shows every failure
             for failure in _failures_of(error):
                 key = (label, _title(failure))
-                report.failures[key] += 1
-                message = getattr(failure, "message", str(failure)).splitlines()[:3]
+                message = " ".join(getattr(failure, "message", str(failure)).splitlines())
+                why = open_finding(label, key[1], f"{answer} {message}")
+                (report.open if why else report.failures)[key] += 1
                 sent = case.body if case.body is not None else ""
-                sample = f"{case.method} {case.path} {str(sent)[:200]} -> {answer}: {' '.join(message)}"
+                sample = f"{case.method} {case.path} {str(sent)[:200]} -> {answer}: {message[:300]}"
                 report.samples.setdefault(key, sample[:800])
 
     send()

@@ -104,3 +104,15 @@ def test_a_nul_in_an_id_the_store_keeps_is_a_422_naming_it(client: httpx.Client)
         detail = answer.json()["detail"]
         errors = detail if isinstance(detail, list) else detail["errors"]
         assert [error["loc"] for error in errors] == [where]
+
+
+def test_a_boolean_for_a_number_is_refused_not_taken_as_0_or_1(client: httpx.Client) -> None:
+    # pydantic's lax mode took `true` as 1: a valve or a tool's `k` silently set (found by bench/fuzz.py).
+    valve = client.post("/echo_memory/valves/update", json={"WINDOW_OVERLAP": True})
+    assert valve.status_code == 422, valve.text
+    assert "WINDOW_OVERLAP: a number is required, not a boolean" in valve.json()["detail"]["message"]
+    assert client.get("/echo_memory/valves").json()["WINDOW_OVERLAP"] != 1
+    search = client.post("/tools/search_memories", json={"query": "q", "k": True}, headers=TOOL_HEADERS)
+    assert search.status_code == 422, search.text
+    assert [error["loc"] for error in search.json()["detail"]] == [["body", "k"]]
+    assert client.post("/echo_memory/valves/update", json={"WINDOW_OVERLAP": 1}).status_code == 200

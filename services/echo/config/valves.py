@@ -57,6 +57,16 @@ class Valves(BaseModel):
                     raise ValueError(f"{name}: not valid JSON text ({error})") from error
         return parsed
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, data: object) -> object:
+        """A boolean for a number valve is refused (pydantic would take it as 0 or 1)."""
+        if isinstance(data, dict):
+            for name, field in cls.model_fields.items():
+                if field.annotation in (int, float) and isinstance(data.get(name), bool):
+                    raise ValueError(f"{name}: a number is required, not a boolean")
+        return data
+
 
 def mapping_valve_names(model: type[Valves]) -> tuple[str, ...]:
     """The valves of `model` whose value is a mapping (the editor shows and sends them as JSON text)."""

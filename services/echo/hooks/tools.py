@@ -24,7 +24,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, HTTPException, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 import echo
 from echo.errors import EchoError
@@ -35,6 +35,13 @@ from echo.hooks import openapi_docs, registry_tools, security, wire
 __all__ = ["USER_HEADER", "build_tools_router"]
 
 USER_HEADER = "x-openwebui-user-id"
+
+
+def _refuse_boolean(value: object) -> object:
+    """`k` is a number: pydantic would take `true` as 1 (a model may send 5.0, which stays accepted)."""
+    if isinstance(value, bool):
+        raise ValueError("a number is required, not a boolean")
+    return value
 
 
 class SearchMemories(BaseModel):
@@ -48,6 +55,11 @@ class SearchMemories(BaseModel):
         description="What to look for in what you remember about the user (a question or keywords).",
     )
     k: int = Field(5, ge=1, le=20, description="How many memories to return.")
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _not_a_boolean(cls, value: object) -> object:
+        return _refuse_boolean(value)
 
 
 class RememberedItem(BaseModel):
@@ -79,6 +91,11 @@ class SearchSessionContext(BaseModel):
         description="What to find in the file: a precise question or keywords.",
     )
     k: int = Field(5, ge=1, le=20, description="How many passages to return.")
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _not_a_boolean(cls, value: object) -> object:
+        return _refuse_boolean(value)
 
 
 class ContextChunk(BaseModel):
