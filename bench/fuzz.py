@@ -31,7 +31,7 @@ from echo import logs
 
 
 def table(runs: list[tuple[str, api_fuzz.FuzzReport]]) -> str:
-    rows = [("run", "operations", "examples", "seconds", "check", "failures", "")]
+    rows = [("run", "operations", "examples", "seconds", "check", "failures", "open finding, in")]
     for name, report in runs:
         examples, failures = sum(report.examples.values()), sum(report.failures.values())
         rows.append(
