@@ -131,8 +131,8 @@ async def ingest(args: argparse.Namespace, store: pool.Store, embedder: Any, vec
         megabytes = len(data) / 1e6
         overhead = seconds / floor - 1
         print(
-            f"| {name} | {megabytes:.2f} MB | {row.chunks} | {floor:.1f} s ({megabytes / floor:.2f} MB/s)"
-            f" | {seconds:.1f} s | {megabytes / seconds:.2f} | {row.chunks / seconds:.0f} | {overhead:+.0%} |"
+            f"| {name} | {megabytes:.2f} MB | {row.chunks} | {floor:.1f} s ({megabytes / floor:.3f} MB/s)"
+            f" | {seconds:.1f} s | {megabytes / seconds:.3f} | {row.chunks / seconds:.0f} | {overhead:+.0%} |"
         )
         if kept is not None:
             text_source = source_id
