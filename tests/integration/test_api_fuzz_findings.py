@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 from fakes.live_server import LiveServer
+from fastapi import HTTPException
 
 from echo.config import live
 from echo.config.settings import Settings
-from echo.hooks import create_app
+from echo.hooks import create_app, wire
 
 TOOL_HEADERS = {"x-openwebui-user-id": "u1", "x-openwebui-chat-id": "c1"}
 
@@ -116,3 +118,14 @@ def test_a_boolean_for_a_number_is_refused_not_taken_as_0_or_1(client: httpx.Cli
     assert search.status_code == 422, search.text
     assert [error["loc"] for error in search.json()["detail"]] == [["body", "k"]]
     assert client.post("/echo_memory/valves/update", json={"WINDOW_OVERLAP": 1}).status_code == 200
+
+
+def test_the_pipe_takes_only_a_boolean_for_stream() -> None:
+    # `stream: 1` was taken as true, `stream: 0.0` as false (found by the fuzzing of the pipe).
+    chat = {"model": "echo.gemini-2.5-flash", "messages": [{"role": "user", "content": "hi"}]}
+    wire.validate(wire.CHAT_REQUEST, {**chat, "stream": True})
+    for number in (1, 0.0):
+        with pytest.raises(HTTPException) as refused:
+            wire.validate(wire.CHAT_REQUEST, {**chat, "stream": number})
+        assert refused.value.status_code == 422
+        assert [error["loc"] for error in refused.value.detail["errors"]] == [["body", "stream"]]

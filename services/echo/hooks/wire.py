@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Annotated, Any, NotRequired
 
 from fastapi import HTTPException, Request
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field, StrictBool, TypeAdapter, ValidationError
 from typing_extensions import TypedDict  # pydantic needs this TypedDict before Python 3.12
 
 from echo.filters import events as events_module
@@ -63,7 +63,7 @@ class ChatRequest(TypedDict):
 
     model: Annotated[str, Field(min_length=1)]
     messages: Annotated[list[WireMessage], Field(min_length=1)]
-    stream: NotRequired[bool]
+    stream: NotRequired[StrictBool]  # `1` or `0.0` is refused, as the schema says, not taken as a flag
 
 
 FILTER_REQUEST: TypeAdapter[FilterRequest] = TypeAdapter(FilterRequest)
