@@ -82,7 +82,14 @@ def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
     supervisor = supervision.Supervisor()
     backends = functools.partial(runtime.open_runtime, supervisor=supervisor)
     app = hooks_app.create_app(settings, config=config, backends=backends, supervisor=supervisor)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        timeout_keep_alive=settings.keep_alive_seconds,
+    )
 
 
 @main.command()

@@ -8,7 +8,8 @@ It serves, under any API version segment (``v1``, ``v1beta``), the endpoints the
     POST /{version}/models/{model}:batchEmbedContents             (what ``embed_content`` uses)
 
 Generation replies are scripted with ``reply_*`` and consumed first in, first out (``delay_s`` makes
-one of them slow, ``latency_s`` every call; ``responder`` computes unscripted answers); any reply
+one of them slow, ``latency_s`` every call; ``responder`` computes unscripted answers; ``fail_for``
+makes every call of a time span fail, as in a provider incident); any reply
 answers either a streamed or a plain call (a plain call gets the chunks merged into one response).
 With nothing scripted the server answers ``"echo: <last user text>"``.
 
@@ -228,6 +229,9 @@ class FakeGemini:
         """Refuse requests whose thought signatures Gemini would refuse (see the module docstring)."""
         self.issued_signatures: set[bytes] = set()
         """Every thought signature (its bytes) a scripted reply carried."""
+        self._outage: tuple[float, tuple[int, ...]] | None = None
+        self.outage_answers = 0
+        """Generation calls answered with an error by :meth:`fail_for`."""
         self._ready_timeout_s = ready_timeout_s
         self._lock = threading.Lock()
         self._replies: dict[str, deque[_Reply]] = {"generate": deque(), "embed": deque()}
@@ -286,6 +290,8 @@ class FakeGemini:
                 queue.clear()
             self.requests.clear()
             self.issued_signatures.clear()
+            self._outage = None
+            self.outage_answers = 0
         self.latency_s = self.chunk_delay_s = 0.0
         self.require_signatures = True
 
@@ -382,6 +388,23 @@ class FakeGemini:
         headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
         self._push(on, _Reply(chunks=(error,), status=status, headers=headers, delay_s=delay_s))
 
+    def fail_for(self, seconds: float, statuses: tuple[int, ...] = (500,)) -> None:
+        """A provider incident: every generation call of the next ``seconds`` answers an error, the
+        ``statuses`` in turn (429 with ``Retry-After: 1``), whatever is scripted."""
+        with self._lock:
+            self._outage = (time.monotonic() + seconds, statuses)
+
+    def _outage_reply(self) -> Response | None:
+        with self._lock:
+            if self._outage is None or time.monotonic() >= self._outage[0]:
+                return None
+            status = self._outage[1][self.outage_answers % len(self._outage[1])]
+            self.outage_answers += 1
+        name = _STATUS_NAMES.get(status, "UNKNOWN")
+        error = {"error": {"code": status, "message": "injected outage", "status": name}}
+        headers = {"Retry-After": "1"} if status == 429 else None
+        return JSONResponse(error, status_code=status, headers=headers)
+
     def reply_function_calls(
         self,
         calls: list[tuple[str, JSON]],
@@ -438,6 +461,9 @@ class FakeGemini:
                 {"error": {"code": 404, "message": f"unknown method {method!r}", "status": "NOT_FOUND"}},
                 status_code=404,
             )
+        outage = self._outage_reply()
+        if outage is not None:
+            return outage
         problem = signature_problem(body, self.issued_signatures) if self.require_signatures else None
         if problem is not None:
             error = {"error": {"code": 400, "message": problem, "status": "INVALID_ARGUMENT"}}

@@ -86,9 +86,27 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _idle_connection_lifetime(port: int) -> tuple[bool, bool]:
+    """Whether one keep-alive connection still serves a request after 0.5 s idle, then after 3 s more."""
+    request = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    answers = []
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+        connection.sendall(request)
+        assert connection.recv(65536).startswith(b"HTTP/1.1 200")
+        for idle in (0.5, 3.0):
+            time.sleep(idle)
+            try:
+                connection.sendall(request)
+                answers.append(connection.recv(65536).startswith(b"HTTP/1.1 200"))
+            except OSError:  # reset: closed
+                answers.append(False)
+    return answers[0], answers[1]
+
+
 def test_serve_runs_embedded_with_state_under_data_dir(tmp_path: Path) -> None:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ECHO_", "GEMINI_"))}
+    env["ECHO_KEEP_ALIVE_SECONDS"] = "2"
     process = subprocess.Popen(
         [
             sys.executable,
@@ -129,6 +147,7 @@ def test_serve_runs_embedded_with_state_under_data_dir(tmp_path: Path) -> None:
         assert checks["embedder"]["dimension"] == 384  # the packaged MiniLM
         assert (tmp_path / "state" / "postgres").is_dir()  # embedded PostgreSQL
         assert (tmp_path / "state" / "qdrant").is_dir()  # Qdrant local mode
+        assert _idle_connection_lifetime(port) == (True, False)  # kept 0.5 s, closed by 3 s
     finally:
         process.terminate()
         output = process.communicate(timeout=10)[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -219,3 +220,14 @@ async def test_a_timed_out_attempt_is_retried(fake: FakeGemini) -> None:
     finally:
         await llm.aclose()
     assert len(fake.requests) == 2
+
+
+async def test_an_outage_fails_every_call_until_it_ends(llm: GeminiLLM, fake: FakeGemini) -> None:
+    fake.fail_for(0.6, (500, 503))
+    with pytest.raises(LLMError) as caught:
+        await llm.generate(req())  # every retry falls inside the outage
+    assert (caught.value.status, caught.value.retryable) == (503, True)
+    assert fake.outage_answers == len(fake.requests) == 4
+    await asyncio.sleep(0.6)
+    fake.reply_text("back")
+    assert (await llm.generate(req())).text == "back"

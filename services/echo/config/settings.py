@@ -205,6 +205,15 @@ class Settings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="Hook service bind address.")
     port: int = Field(9099, ge=1, le=65535, description="Hook service port (the Pipelines default).")
+    keep_alive_seconds: int = Field(
+        75,
+        ge=1,
+        le=3600,
+        description="How long an idle HTTP connection is kept open (s). Above the idle timeout of the "
+        "proxies that pool connections to pods (nginx ingress 60 s, most cloud load balancers 60 s), so "
+        "the proxy closes an idle connection first and never sends a request on one the service is "
+        "closing (uvicorn's own default of 5 s races them).",
+    )
     max_body_bytes: int = Field(
         32 * 1024 * 1024, gt=0, description="Largest request body (bytes); pasted images make bodies big."
     )
