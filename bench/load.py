@@ -127,6 +127,21 @@ class Outcome:
         return [s for s in self.samples if s.hook.endswith("inlet")]
 
 
+async def search_seconds(urls: list[str]) -> float:
+    """Seconds the replicas spent in vector searches so far (their echo_vector_latency_seconds)."""
+    total = 0.0
+    async with httpx.AsyncClient(timeout=5) as http:
+        for url in urls:
+            try:
+                text = (await http.get(f"{url}/metrics")).text
+            except httpx.TransportError:
+                continue
+            for line in text.splitlines():
+                if line.startswith('echo_vector_latency_seconds_sum{operation="search"}'):
+                    total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 def p(values: list[float], share: float) -> float:
     return servers.percentile(values, share) if values else float("nan")
 
@@ -212,7 +227,11 @@ class Bench:
         balancer = load_chats.Balancer(self.cluster.urls)
         stop_sampling = asyncio.Event()
         sampler = asyncio.create_task(sample_queue(self.store, outcome.queue, stop_sampling))
-        cpu_before = {**self.cluster.cpu(), "generator": time.process_time()}
+        cpu_before = {
+            **self.cluster.cpu(),
+            "generator": time.process_time(),
+            "search": await search_seconds(self.cluster.urls),
+        }
         jobs_before = await queue_counts(self.store)
         limits = httpx.Limits(
             max_connections=2 * chats + 10, max_keepalive_connections=2 * chats + 10, keepalive_expiry=30
@@ -240,7 +259,11 @@ class Bench:
                 await task
         outcome.wall_s = time.monotonic() - started
         outcome.drain_s = await drain(self.store)
-        cpu_after = {**self.cluster.cpu(), "generator": time.process_time()}
+        cpu_after = {
+            **self.cluster.cpu(),
+            "generator": time.process_time(),
+            "search": await search_seconds(self.cluster.urls),
+        }
         stop_sampling.set()
         await sampler
         outcome.cpu = {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
@@ -532,18 +555,21 @@ def print_levels(levels: list[Outcome], args: argparse.Namespace) -> Outcome | N
         print(f"{hook:<26}{cells}")
     print(
         "\nCPU per turn, ms (all parts share this machine's cores; the generator is this process: the"
-        " simulated Open WebUI and the fake Gemini), and turns per CPU-second of echo-hooks"
+        " simulated Open WebUI and the fake Gemini), and turns per CPU-second of echo-hooks. 'of which"
+        " search': wall time of the hooks' vector searches, Qdrant local mode scanning in the hook"
+        " process (a Qdrant server does this work instead)"
     )
     header = (
-        f"{'chats':>5} {'hooks':>8} {'workers':>8} {'embedder':>9} {'postgres':>9} {'generator':>9} "
-        f"{'turns/hooks-core-s':>19}"
+        f"{'chats':>5} {'hooks':>8} {'of which search':>15} {'workers':>8} {'embedder':>9} {'postgres':>9} "
+        f"{'generator':>9} {'turns/hooks-core-s':>19}"
     )
     print(header + "\n" + "-" * len(header))
     for o in levels:
         per = {k: 1000 * v / max(1, o.turns) for k, v in o.cpu.items()}
         print(
-            f"{o.chats:>5} {per['hooks']:>8.1f} {per['workers']:>8.1f} {per['embedder']:>9.1f} "
-            f"{per['postgres']:>9.1f} {per['generator']:>9.1f} {o.turns / max(o.cpu['hooks'], 1e-9):>19.1f}"
+            f"{o.chats:>5} {per['hooks']:>8.1f} {per['search']:>15.1f} {per['workers']:>8.1f} "
+            f"{per['embedder']:>9.1f} {per['postgres']:>9.1f} {per['generator']:>9.1f} "
+            f"{o.turns / max(o.cpu['hooks'], 1e-9):>19.1f}"
         )
     print("\nqueue depth over time (jobs waiting or running; seconds from the level's start)")
     for o in levels:
@@ -705,7 +731,7 @@ def main() -> int:
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--memories", type=int, default=10, help="memories per user before the run")
+    parser.add_argument("--memories", type=int, default=5, help="memories per user before the run")
     parser.add_argument("--faults", default="all", help=f"all, none, or some of {','.join(SCENARIOS)}")
     parser.add_argument("--fault-chats", type=int, default=50)
     parser.add_argument("--fault-lead", type=float, default=15.0, help="seconds of load before a fault")

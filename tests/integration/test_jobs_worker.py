@@ -13,7 +13,7 @@ from fakes.metric_samples import sample as _sample
 from structlog.testing import capture_logs
 
 from echo import supervision
-from echo.jobs import domain, errors
+from echo.jobs import domain, errors, kinds
 from echo.jobs.domain import JobState, RetryPolicy
 from echo.jobs.queue import JobInfo, JobQueue
 from echo.jobs.registry import Registry
@@ -156,6 +156,28 @@ async def test_per_kind_and_total_concurrency_limits(store: Store, jobs: JobQueu
     assert peak["slow"] == 2
     assert peak["other"] <= 3
     assert peak["total"] == 4
+
+
+async def test_a_kind_takes_its_share_of_a_larger_worker(store: Store, jobs: JobQueue) -> None:
+    """An LLM-bound kind waits on the provider: a worker started with concurrency 16 runs 8 at once."""
+    running_now, peak = 0, 0
+
+    async def handle(job: domain.Job) -> None:
+        nonlocal running_now, peak
+        running_now += 1
+        peak = max(peak, running_now)
+        await asyncio.sleep(0.3)
+        running_now -= 1
+
+    registry = Registry()
+    registry.register("distill", handle)  # its policy: 4 at once, or half of the worker's concurrency
+    ids = [await jobs.enqueue("distill") for _ in range(12)]
+    async with running(store, registry, concurrency=16):
+        for job_id in ids:
+            await state_is(jobs, job_id, JobState.DONE)
+    assert peak == 8
+    assert kinds.default_policy("distill").limit(4) == 4  # the default worker keeps the old cap
+    assert kinds.default_policy("map_reduce").limit(64) == 2  # files in memory: never more
 
 
 async def test_notify_wakes_an_idle_worker_at_once_without_polling(store: Store, jobs: JobQueue) -> None:

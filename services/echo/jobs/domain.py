@@ -114,16 +114,25 @@ class KindPolicy:
 
     `timeout_seconds` defaults to 300 s: above what one LLM call with its own retries takes, far
     below "forever" (a hung handler renews its lease as long as its worker lives).
+    `concurrency_share` lets a kind take more than `concurrency` jobs at once on a worker started
+    with a larger total: up to that share of the worker's concurrency (0 = `concurrency` is fixed).
     """
 
     max_attempts: int = 5
     concurrency: int = 4
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timeout_seconds: float = 300.0
+    concurrency_share: float = 0.0
+
+    def limit(self, worker_concurrency: int) -> int:
+        """Jobs of this kind at once on a worker that runs `worker_concurrency` jobs in all."""
+        return max(self.concurrency, int(worker_concurrency * self.concurrency_share))
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1 or self.concurrency < 1:
             raise ValueError("max_attempts and concurrency are at least 1")
+        if not 0.0 <= self.concurrency_share <= 1.0:
+            raise ValueError("concurrency_share is between 0 and 1")
         if not self.timeout_seconds > 0:
             raise ValueError("timeout_seconds must be positive")
 

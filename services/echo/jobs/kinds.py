@@ -30,12 +30,15 @@ MERGE = "merge"  # merge near-duplicate memories
 # Timeouts: one LLM call may take up to ECHO_LLM_TIMEOUT_SECONDS (120 s) plus 60 s of retry waits, so
 # 300 s covers a summary, a distillation or a merge with room; a map-reduce makes one call per chunk
 # (several at once), so 900 s. Past its timeout an attempt is cancelled and counted as failed.
+# Concurrency: the LLM-bound kinds mostly wait on the provider, so a worker started with a larger
+# --concurrency lets each take a share of it (summary and distill half each, merge a quarter: no kind
+# starves the others); map-reduce holds whole files in memory and keeps its 2.
 POLICIES = MappingProxyType(
     {
-        SUMMARY: domain.KindPolicy(max_attempts=5, concurrency=4, timeout_seconds=300),
-        DISTILL: domain.KindPolicy(max_attempts=5, concurrency=4, timeout_seconds=300),
+        SUMMARY: domain.KindPolicy(max_attempts=5, concurrency=4, timeout_seconds=300, concurrency_share=0.5),
+        DISTILL: domain.KindPolicy(max_attempts=5, concurrency=4, timeout_seconds=300, concurrency_share=0.5),
         MAP_REDUCE: domain.KindPolicy(max_attempts=3, concurrency=2, timeout_seconds=900),
-        MERGE: domain.KindPolicy(max_attempts=5, concurrency=2, timeout_seconds=300),
+        MERGE: domain.KindPolicy(max_attempts=5, concurrency=2, timeout_seconds=300, concurrency_share=0.25),
     }
 )
 

@@ -209,7 +209,7 @@ class Worker:
         if self._stopping or len(self._slots) >= self.concurrency:
             return []
         busy = Counter(slot.job.kind for slot in self._slots.values())
-        return [spec.kind for spec in self.registry if busy[spec.kind] < spec.policy.concurrency]
+        return [spec.kind for spec in self.registry if busy[spec.kind] < spec.policy.limit(self.concurrency)]
 
     async def _claim_loop(self) -> None:
         failures = 0
