@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import subprocess
 import sys
@@ -590,21 +591,20 @@ def print_levels(levels: list[Outcome], args: argparse.Namespace) -> Outcome | N
     return knee
 
 
-def print_scale(knee: Outcome) -> None:
+def print_scale(knee: Outcome, concurrency: int) -> None:
     """Replicas for 1k and 100k active users, each sending a turn a minute at peak."""
     hooks_ms = 1000 * knee.cpu["hooks"] / knee.turns
     jobs = (knee.jobs["done"] + knee.jobs["dead"]) / max(1, knee.turns)
     print(
-        f"\nscale (a turn per active user per minute at peak; echo-hooks at 70% of 1 CPU per replica; "
-        f"{jobs:.2f} jobs per turn measured, a real LLM at 3 s per job, 4 jobs per worker)"
+        f"\nscale (a turn per active user per minute at peak; echo-hooks at 70% of 1 CPU per replica, "
+        f"{hooks_ms:.1f} ms per turn; {jobs:.2f} jobs per turn measured, a real LLM at 3 s per job, "
+        f"{concurrency} jobs at once per worker)"
     )
     for users in (1_000, 100_000):
         rate = users / 60
-        replicas = max(2, -(-rate * hooks_ms / 1000 // 0.7))
-        workers = max(1, -(-rate * jobs * 3.0 // 4))
-        print(
-            f"{users:>7} users: {rate:7.1f} turns/s -> {int(replicas)} hook replicas, {int(workers)} workers"
-        )
+        replicas = max(2, math.ceil(rate * hooks_ms / 1000 / 0.7))
+        workers = max(1, math.ceil(rate * jobs * 3.0 / concurrency))
+        print(f"{users:>7} users: {rate:7.1f} turns/s -> {replicas} hook replicas, {workers} workers")
 
 
 def print_faults(rows: list[Outcome]) -> None:
@@ -689,7 +689,7 @@ async def amain(args: argparse.Namespace) -> int:
                     print(f"  level {chats} chats done in {levels[-1].wall_s:.0f} s", flush=True)
                 knee = print_levels(levels, args) if levels else None
                 if knee is not None:
-                    print_scale(knee)
+                    print_scale(knee, args.concurrency)
                     print(f"memory (RSS) at the end: {cluster.rss_mib()}")
                 rows = []
                 for index, name in enumerate(names):
@@ -730,10 +730,12 @@ def main() -> int:
     parser.add_argument("--llm-seconds", type=float, default=0.3, help="fake Gemini latency per job call")
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=16, help="echoctl worker --concurrency")
     parser.add_argument("--memories", type=int, default=5, help="memories per user before the run")
     parser.add_argument("--faults", default="all", help=f"all, none, or some of {','.join(SCENARIOS)}")
-    parser.add_argument("--fault-chats", type=int, default=50)
+    parser.add_argument(
+        "--fault-chats", type=int, default=20, help="chats during each fault (under the knee)"
+    )
     parser.add_argument("--fault-lead", type=float, default=15.0, help="seconds of load before a fault")
     parser.add_argument("--db-outage", type=float, default=10.0)
     parser.add_argument("--llm-outage", type=float, default=60.0)

@@ -101,7 +101,9 @@ class Hooks(Section):
 
     replicas: int = Field(2, ge=1, le=100, description="Replicas (without autoscaling).")
     image: str | None = Field(None, description="Full image reference; default images.echo.")
-    resources: shapes.Resources | None = Field(None, description="Default: 100m/256Mi, limit 1Gi.")
+    resources: shapes.Resources | None = Field(
+        None, description="Default: 250m/384Mi, limit 1Gi (bench/load.py: about 30 ms of CPU per turn)."
+    )
     autoscaling: HooksAutoscaling = Field(default_factory=HooksAutoscaling, json_schema_extra={"default": {}})
     pod_disruption_budget: PodDisruptionBudget = Field(
         default_factory=PodDisruptionBudget, json_schema_extra={"default": {}}
@@ -122,9 +124,15 @@ class Distiller(Section):
     model_config = section_config(MIN_LE_MAX)
 
     replicas: int = Field(1, ge=0, le=100, description="Replicas when autoscaling is off (0 pauses work).")
-    concurrency: int = Field(4, ge=1, le=256, description="Jobs one worker runs at once.")
+    concurrency: int = Field(
+        16,
+        ge=1,
+        le=256,
+        description="Jobs one worker runs at once (they mostly wait on the LLM; summary and distill take up "
+        "to half each).",
+    )
     image: str | None = Field(None, description="Full image reference; default images.echo.")
-    resources: shapes.Resources | None = Field(None, description="Default: 100m/256Mi, limit 1Gi.")
+    resources: shapes.Resources | None = Field(None, description="Default: 100m/384Mi, limit 1Gi.")
     autoscaling: bool = Field(
         True,
         description="Scale on the tenant's pending jobs (echo_jobs_pending, read from Prometheus: the "

@@ -23,7 +23,7 @@ __all__ = ["ADAPTER_METRICS_QUERY", "METRIC", "pending_jobs_query", "render_dist
 Manifest = dict[str, Any]
 COMPONENT = "distiller"
 METRIC = "echo_jobs_pending"
-DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "384Mi"}, "limits": {"memory": "1Gi"}}
 _TENANT_TOTAL = (
     f"sum by (namespace, {METRICS_TENANT_LABEL}) "
     f"(max by (namespace, {METRICS_TENANT_LABEL}, kind) ({{series}}))"

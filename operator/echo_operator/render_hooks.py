@@ -11,7 +11,7 @@ __all__ = ["render_hooks"]
 
 Manifest = dict[str, Any]
 COMPONENT = "hooks"
-DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+DEFAULT_RESOURCES = {"requests": {"cpu": "250m", "memory": "384Mi"}, "limits": {"memory": "1Gi"}}
 
 
 def _probe(path: str, period: int, failures: int) -> Manifest:

@@ -320,7 +320,7 @@ class DistillHandler:
             )
             if decision.action is not collisions.Action.INSERT:
                 assert decision.target is not None
-                row = await self.memories.get(spec.user_id, decision.target)
+                row = await self.memories.get(spec.user_id, decision.target, connection=connection)
                 if row is None:  # a point without its row (deleted meanwhile): drop it and decide again
                     await self._vectors(
                         vectors.delete(vectors_base.Kind.MEMORY, [decision.target], user_id=spec.user_id)

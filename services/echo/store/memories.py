@@ -133,8 +133,18 @@ class Memories:
         )
         return found is not None
 
-    async def get(self, user_id: str, memory_id: str, *, with_history: bool = False) -> MemoryRow | None:
-        row = await self.store.fetchrow(_sql()["get_memory"], user_id, memory_id)
+    async def get(
+        self,
+        user_id: str,
+        memory_id: str,
+        *,
+        with_history: bool = False,
+        connection: pool.Connection | None = None,
+    ) -> MemoryRow | None:
+        """The memory, read on ``connection`` when given (a caller inside a transaction must not take
+        a second pooled connection: enough such callers at once would wait on each other's)."""
+        executor = connection or self.store
+        row = await executor.fetchrow(_sql()["get_memory"], user_id, memory_id)
         if row is None:
             return None
         history: list[records.MemoryVersion] = []
@@ -148,7 +158,7 @@ class Memories:
                     replaced_at=float(v["replaced_at"]),
                     window=v["replaced_by"],
                 )
-                for v in await self.store.fetch(_sql()["versions"], user_id, memory_id)
+                for v in await executor.fetch(_sql()["versions"], user_id, memory_id)
             ]
         return memory_from_row(row, history)
 
