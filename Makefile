@@ -52,6 +52,7 @@ bench: install
 	$(BIN)/python bench/suture.py
 	$(BIN)/python bench/attachments.py
 	$(BIN)/python bench/fuzz.py
+	$(BIN)/python bench/load.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

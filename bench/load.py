@@ -10,7 +10,7 @@ memories before the run, so each inlet's recall embeds the question and searches
 collection. Valves: compression past 1,500 tokens (a summary every few turns of a chat), a memory
 window every 5 messages (`bench/load_chats.py` plays Open WebUI: every inlet, the model, every outlet).
 
-Part 1, levels: `--levels` concurrent chats (default 10, 50, 200) of `--turns` turns each, a
+Part 1, levels: `--levels` concurrent chats (default 10, 25, 50, 200) of `--turns` turns each, a
 `--model-seconds` answer and `--think-seconds` pause per turn. Per level: turns/s, p50/p99 of every
 hook, inlets over their 800 ms deadline, the queue's depth over time, time to drain, and at the end
 enqueued = done. The knee: the largest level whose every inlet p99 stays under the deadline; CPU time
@@ -18,22 +18,25 @@ per turn of each part sizes replicas (README "Scale").
 
 Part 2, faults during `--fault-chats` chats: a worker killed with SIGKILL mid-job (restarted after
 5 s, as a pod); PostgreSQL stopped for `--db-outage` s; the embedder stopped for 30 s; the LLM
-answering 429 and 500 for `--llm-outage` s; a hook replica killed (restarted after 5 s). Per
+answering 429 and 500 for `--llm-outage` s; a hook replica killed (restarted after 5 s); a hook
+replica stopped as a rolling update stops it (endpoint removed, preStop, SIGTERM). Per
 scenario: inlets answered 200 (and within the deadline), turns Open WebUI would have failed, jobs
 done or dead with their error, windows never enqueued, memories or summaries duplicated, and the
 time to recover. The vector store cannot be stopped apart here (no Qdrant server on these machines;
 local mode runs inside each process): that row says so.
 
-    .venv/bin/python bench/load.py [--levels 10,50,200] [--faults all|none|worker,postgres,...]
+    .venv/bin/python bench/load.py [--levels 10,25,50,200] [--faults all|none|worker,postgres,drain,...]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -44,8 +47,6 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-import contextlib
 
 import httpx
 import load_chats
@@ -60,6 +61,7 @@ from echo.jobs import queue
 from echo.store import pool, testing
 from echo.vectors import base as vectors_base
 from echo.vectors import qdrant
+from echo_operator import render_hooks
 
 KEY = "load-bench-key"
 DEADLINE_MS = 800.0  # every filter's inlet deadline (valves INLET_DEADLINE_MS / inlet_deadline_ms)
@@ -75,7 +77,7 @@ VALVES: dict[str, object] = {
     "echo_memory": {"WINDOW_SIZE": WINDOW_SIZE, "WINDOW_OVERLAP": 2},
     "echo_context": {},
 }
-SCENARIOS = ("worker", "postgres", "embedder", "vectors", "llm", "replica")
+SCENARIOS = ("worker", "postgres", "embedder", "vectors", "llm", "replica", "drain")
 
 
 def model_answer(body: dict[str, Any]) -> str:
@@ -210,7 +212,7 @@ class Bench:
     cluster: load_cluster.Cluster
     gemini: FakeGemini
     args: argparse.Namespace
-    seeded_users: int = 0
+    balancers: list[load_chats.Balancer] = field(default_factory=list)
 
     async def run(
         self,
@@ -226,6 +228,7 @@ class Bench:
         everyone = [load_chats.Chat(i, seed) for i in range(chats)]
         recorder = load_chats.Recorder()
         balancer = load_chats.Balancer(self.cluster.urls)
+        self.balancers = [balancer]
         stop_sampling = asyncio.Event()
         sampler = asyncio.create_task(sample_queue(self.store, outcome.queue, stop_sampling))
         cpu_before = {
@@ -234,16 +237,18 @@ class Bench:
             "search": await search_seconds(self.cluster.urls),
         }
         jobs_before = await queue_counts(self.store)
-        limits = httpx.Limits(
-            max_connections=2 * chats + 10, max_keepalive_connections=2 * chats + 10, keepalive_expiry=30
-        )
+        # One client per chat, as each Open WebUI request has its own connection: one shared pool of
+        # hundreds of connections costs the generator more CPU than the service it measures.
+        limits = httpx.Limits(max_connections=len(self.cluster.hooks) + 1, keepalive_expiry=30)
         headers = {"Authorization": f"Bearer {KEY}"}
         started = time.monotonic()
         until = None if seconds is None else started + seconds
-        async with httpx.AsyncClient(headers=headers, timeout=60, limits=limits) as http:
+        async with contextlib.AsyncExitStack() as clients:
             tasks = [
                 load_chats.run_chat(
-                    http,
+                    await clients.enter_async_context(
+                        httpx.AsyncClient(headers=headers, timeout=60, limits=limits)
+                    ),
                     balancer,
                     chat,
                     recorder,
@@ -464,6 +469,23 @@ def scenario(bench: Bench, name: str) -> tuple[Callable[[Outcome], Awaitable[Non
         )
         await recovered(bench, outcome, time.monotonic())
 
+    async def drain_replica(outcome: Outcome) -> None:
+        await asyncio.sleep(lead)
+        victim = cluster.hooks[-1]
+        assert victim.ready_url is not None
+        url = victim.ready_url.removesuffix("/healthz")
+        for balancer in bench.balancers:
+            balancer.leave(url, 30.0)  # the endpoint goes while preStop sleeps (5 s), as in the chart
+        await asyncio.sleep(render_hooks.PRE_STOP_SECONDS)
+        await asyncio.to_thread(victim.kill, signal.SIGTERM)
+        await asyncio.sleep(5)
+        await asyncio.to_thread(victim.start)
+        outcome.note = (
+            "a rolling update: the replica's endpoint leaves, 5 s later (preStop) SIGTERM; uvicorn "
+            "finishes its requests in flight; started again 5 s later"
+        )
+        await recovered(bench, outcome, time.monotonic())
+
     async def replica(outcome: Outcome) -> None:
         await asyncio.sleep(lead)
         victim = cluster.hooks[-1]
@@ -485,9 +507,16 @@ def scenario(bench: Bench, name: str) -> tuple[Callable[[Outcome], Awaitable[Non
         return None, "not run: the local PostgreSQL cannot be restarted by this user (pg_ctlcluster, root)"
     if name == "embedder" and cluster.embedder is None:
         return None, "not run: no Infinity venv (make infinity)"
-    if name == "replica" and len(cluster.hooks) < 2:
+    if name in ("replica", "drain") and len(cluster.hooks) < 2:
         return None, "not run: needs --replicas 2 or more"
-    faults = {"worker": worker, "postgres": postgres, "embedder": embedder, "llm": llm, "replica": replica}
+    faults = {
+        "worker": worker,
+        "postgres": postgres,
+        "embedder": embedder,
+        "llm": llm,
+        "replica": replica,
+        "drain": drain_replica,
+    }
     return faults[name], ""
 
 
@@ -498,6 +527,7 @@ FAULT_TITLES = {
     "vectors": "vector store (Qdrant) stopped",
     "llm": "LLM answers 429/500",
     "replica": "hook replica killed (SIGKILL)",
+    "drain": "hook replica stopped (SIGTERM)",
 }
 
 
@@ -640,7 +670,14 @@ def print_faults(rows: list[Outcome]) -> None:
 
 # -- main ----------------------------------------------------------------------------------------
 
-FAULT_SECONDS = {"worker": 50.0, "postgres": 45.0, "embedder": 75.0, "llm": 0.0, "replica": 50.0}
+FAULT_SECONDS = {
+    "worker": 50.0,
+    "postgres": 45.0,
+    "embedder": 75.0,
+    "llm": 30.0,
+    "replica": 50.0,
+    "drain": 50.0,
+}
 
 
 async def amain(args: argparse.Namespace) -> int:
@@ -723,7 +760,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--levels", type=lambda v: [int(x) for x in v.split(",") if x], default=[10, 50, 200])
+    parser.add_argument(
+        "--levels", type=lambda v: [int(x) for x in v.split(",") if x], default=[10, 25, 50, 200]
+    )
     parser.add_argument("--turns", type=int, default=12, help="turns per chat at each level")
     parser.add_argument("--model-seconds", type=float, default=1.0, help="the model's answer time per turn")
     parser.add_argument("--think-seconds", type=float, default=1.0, help="the user's pause between turns")

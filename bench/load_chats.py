@@ -170,6 +170,10 @@ class Balancer:
     def refused(self, url: str) -> None:
         self._down[url] = time.monotonic() + 2.0
 
+    def leave(self, url: str, seconds: float) -> None:
+        """The replica's endpoint leaves the Service for `seconds` (a pod terminating, then back)."""
+        self._down[url] = time.monotonic() + seconds
+
 
 class Chat:
     """One user's chat: the persona, the saved messages, the bodies Open WebUI sends for them."""

@@ -11,6 +11,7 @@ __all__ = ["render_hooks"]
 
 Manifest = dict[str, Any]
 COMPONENT = "hooks"
+PRE_STOP_SECONDS = 5
 DEFAULT_RESOURCES = {"requests": {"cpu": "250m", "memory": "384Mi"}, "limits": {"memory": "1Gi"}}
 
 
@@ -41,6 +42,9 @@ def _deployment(tenant: Tenant) -> Manifest:
         "startupProbe": _probe("/healthz", 2, 30),
         "livenessProbe": _probe("/healthz", 10, 3),
         "readinessProbe": _probe("/readyz", 5, 3),
+        # Kubernetes sends SIGTERM while the Service may still route to the pod for a few seconds;
+        # waiting first lets the endpoint go, then uvicorn finishes the requests in flight.
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRE_STOP_SECONDS)]}}},
         "resources": pods.resources(hooks.resources, DEFAULT_RESOURCES),
         "volumeMounts": pods.echo_volume_mounts(),
     }
