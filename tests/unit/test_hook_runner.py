@@ -119,3 +119,15 @@ async def test_a_failing_or_negative_extension_keeps_the_valve_deadline() -> Non
     for extension in (RuntimeError("broken"), -5.0):
         answer = json.loads(await runner.run_hook(_Waiting(extension), BODY, context("inlet")))
         assert "waited" not in answer  # cut at 0.1 s: the body comes back unchanged
+
+
+async def test_the_deadline_counts_from_the_request_arrival() -> None:
+    """A request that spent 80 ms of its 100 ms before the hook ran (a big body, a busy loop) has what is
+    left, less the margin kept for writing the answer."""
+    flt = _Plain("slow")
+    started = time.monotonic()
+    answer = json.loads(await runner.run_hook(flt, BODY, context("inlet"), received_at=started - 0.08))
+    assert answer == BODY  # cut: the body unchanged
+    assert flt.seen_deadline is not None
+    assert flt.seen_deadline - started <= 0.1 - 0.08 - runner.ANSWER_MARGIN_S + 0.01
+    assert time.monotonic() - started < 0.1

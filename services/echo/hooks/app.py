@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
@@ -51,7 +52,8 @@ def _on_reload(ok: bool, error: str | None) -> None:
 
 
 class _RequestContext:
-    """Fresh log context per request, so one request's chat id never leaks into the next."""
+    """Fresh log context per request, so one request's chat id never leaks into the next, and the
+    request's arrival time (`request.state.received_at`), from which hook deadlines count."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -59,6 +61,7 @@ class _RequestContext:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             structlog.contextvars.clear_contextvars()
+            scope.setdefault("state", {})["received_at"] = time.monotonic()
         await self.app(scope, receive, send)
 
 

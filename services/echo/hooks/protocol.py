@@ -180,7 +180,9 @@ def build_protocol_router(
             filter_id=hook_id, phase=cast(base.Phase, phase), user=user, ids=ids, valves=valves
         )
         parent = propagate.extract(request.headers)
-        answer = await runner.run_hook(flt, body, ctx, trace_parent=parent)
+        answer = await runner.run_hook(
+            flt, body, ctx, trace_parent=parent, received_at=getattr(request.state, "received_at", None)
+        )
         vary = {"Vary": wire.EVENTS_HEADER}
         if wire.wants_events(request.headers):  # the Function shim: body and status events
             enveloped = wire.render_hook_answer(answer, ctx.events)

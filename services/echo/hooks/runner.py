@@ -35,6 +35,9 @@ _DEFAULT_DEADLINE_MS = {"inlet": 800, "outlet": 5000}
 MAX_EVENTS = 10  # status lines one hook call may raise; more is a filter bug, not news for the user
 
 
+ANSWER_MARGIN_S = 0.02  # rendering and writing the answer, kept out of a request's deadline
+
+
 def deadline_seconds(ctx: base.HookContext) -> float:
     """The filter's own deadline valve (`INLET_DEADLINE_MS` or `inlet_deadline_ms`, …)."""
     name = f"{ctx.phase}_deadline_ms"
@@ -71,9 +74,14 @@ async def run_hook(
     ctx: base.HookContext,
     *,
     trace_parent: Context | None = None,
+    received_at: float | None = None,
 ) -> bytes:
     """The JSON answer: the filter's new body, or `body` unchanged (see `_fallback`) when the filter
     fails, runs out of time or returns what JSON cannot carry.
+
+    The deadline counts from `received_at` (the request's arrival, `time.monotonic()`) when given,
+    so reading and parsing a big body or waiting for a busy loop spend it too, and it keeps
+    `ANSWER_MARGIN_S` for writing the answer: the caller gets it within the deadline valve.
 
     The call's status events are left in `ctx.events`, the caller's list (see the module docstring).
     `trace_parent` continues a trace the caller started (W3C `traceparent` of the request).
@@ -86,6 +94,8 @@ async def run_hook(
             seconds += max(0.0, float(flt.deadline_extension(body, ctx)))
         except Exception:
             log.exception("deadline_extension_failed", filter=ctx.filter_id)
+    if received_at is not None:
+        seconds = max(0.0, seconds - (time.monotonic() - received_at) - ANSWER_MARGIN_S)
     # The same `events` list: what the filter appends is what the caller reads back.
     ctx = dataclasses.replace(ctx, deadline=time.monotonic() + seconds, events=ctx.events)
     outcome = "ok"
