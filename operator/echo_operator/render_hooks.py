@@ -12,7 +12,7 @@ __all__ = ["render_hooks"]
 Manifest = dict[str, Any]
 COMPONENT = "hooks"
 PRE_STOP_SECONDS = 5
-DEFAULT_RESOURCES = {"requests": {"cpu": "250m", "memory": "384Mi"}, "limits": {"memory": "1Gi"}}
+DEFAULT_RESOURCES = {"requests": {"cpu": "500m", "memory": "384Mi"}, "limits": {"memory": "1Gi"}}
 
 
 def _probe(path: str, period: int, failures: int) -> Manifest:
