@@ -36,6 +36,7 @@ log = structlog.get_logger("echo.runtime")
 
 CHECK_SECONDS = 2.0
 WARM_UP = "warm-up"  # the supervised task's name, in logs, metrics and /readyz
+WARM_UP_MAX_WAIT_S = 30.0  # longest pause between two tries of an embedder that does not answer yet
 
 
 @dataclass
@@ -56,12 +57,28 @@ class Runtime:
     async def warm_up(self, settings: Settings) -> None:
         """Load the embedder, learn its dimension, open the vector store with it.
 
-        An EchoError (a model that will not load, a dimension mismatch) is the expected failure and is
-        kept in `warm_up_error`; anything else (a PermissionError on the Qdrant directory) is raised
-        for the supervisor to log, count and report.
+        An embedder that cannot answer yet (an embedding pod still loading its model, a network
+        hiccup: a retryable EchoError) is asked again with backoff, up to every `WARM_UP_MAX_WAIT_S`,
+        until it answers, so a replica started before its embedder becomes ready by itself; the
+        error meanwhile is in `warm_up_error` (and /readyz). A permanent EchoError (a model that will
+        not load, a dimension mismatch) stops there; anything else (a PermissionError on the Qdrant
+        directory) is raised for the supervisor to log, count and report. A vector store that does
+        not answer yet is opened anyway: /readyz checks it on every probe.
         """
+        wait = 1.0
+        while True:
+            try:
+                dimension = await self.embedder.probe()
+                break
+            except EchoError as error:
+                self.warm_up_error = str(error)
+                retryable = bool(getattr(error, "retryable", False))
+                log.error("warm_up_failed", error=str(error), retry_in_s=wait if retryable else None)
+                if not retryable:
+                    return
+            await asyncio.sleep(wait)
+            wait = min(2 * wait, WARM_UP_MAX_WAIT_S)
         try:
-            dimension = await self.embedder.probe()
             expected = settings.embedding_dimension
             if expected is not None and expected != dimension:
                 raise embeddings_base.EmbeddingError(
@@ -69,6 +86,7 @@ class Runtime:
                     retryable=False,
                 )
             self.vectors = vectors_factory.vector_store_from_settings(settings, dimension=dimension)
+            self.warm_up_error = None
             await self.vectors.check()
             log.info("embedder_ready", model=self.embedder.model_name, dimension=dimension)
         except EchoError as error:

@@ -68,7 +68,12 @@ async def until(check: Callable[[], Awaitable[bool]], within: float = 30.0, what
 
 @asynccontextmanager
 async def memory_service(
-    dsn: str, tmp_path: Path, *, valves: Mapping[str, Any] | None = None, **settings: Any
+    dsn: str,
+    tmp_path: Path,
+    *,
+    valves: Mapping[str, Any] | None = None,
+    wait_ready: bool = True,
+    **settings: Any,
 ) -> AsyncIterator[MemoryService]:
     tenant = testing.unique_tenant("mem")
     options: dict[str, Any] = {
@@ -101,7 +106,8 @@ async def memory_service(
                 async def ready() -> bool:
                     return (await http.get("/readyz")).status_code == 200
 
-                await until(ready, within=60, what="service ready")
+                if wait_ready:
+                    await until(ready, within=60, what="service ready")
                 if valves:
                     updated = await http.post("/echo_memory/valves/update", json=dict(valves))
                     assert updated.status_code == 200, updated.text

@@ -9,6 +9,9 @@ kept), the memory API, the tool server, forgetting a user, and the failure paths
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +280,22 @@ async def test_recall_past_its_deadline_lets_the_turn_go_on_without_memories(
         body = inlet_body("Which temples should we see in Kyoto?", "c2", "kim")
         assert await service.hook("echo_memory", "inlet", body, "kim") == body
         assert sample("echo_memory_recalls_total", outcome="timeout") == timeouts + 1
+
+
+async def test_with_the_vector_store_down_the_turn_goes_on_without_memories(dsn: str, tmp_path: Path) -> None:
+    """A Qdrant server that is not there (a stopped pod): the recall fails fast, the body passes on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens once the socket closes
+    async with memory_service(dsn, tmp_path, wait_ready=False, qdrant_url=dead, qdrant_path=None) as service:
+        deadline = time.monotonic() + 60
+        while not (checks := (await service.http.get("/readyz")).json()["checks"])["embedder"]["ok"]:
+            assert time.monotonic() < deadline, checks  # the embedder loads; the vector store never answers
+            await asyncio.sleep(0.2)
+        assert checks["vectors"]["ok"] is False
+        errors = sample("echo_memory_recalls_total", outcome="error")
+        body = inlet_body("Which temples should we see in Kyoto?", "c3", "lou")
+        started = time.monotonic()
+        assert await service.hook("echo_memory", "inlet", body, "lou") == body
+        assert time.monotonic() - started < 0.8  # within the inlet deadline
+        assert sample("echo_memory_recalls_total", outcome="error") == errors + 1

@@ -59,6 +59,26 @@ async def test_a_failing_embedder_is_reported(store: pool.Store, tmp_path: Path)
     assert "model directory missing" in (await runtime.readiness())["embedder"]["error"]
 
 
+async def test_an_embedder_not_answering_yet_is_asked_again_until_it_does(
+    store: pool.Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replica started before its embedding pod is ready becomes ready by itself, without a restart."""
+    embedder = FakeEmbedder(dimension=8)
+    embedder.failure = embeddings_base.EmbeddingError("connection refused", retryable=True)
+    monkeypatch.setattr(runtime, "WARM_UP_MAX_WAIT_S", 0.05)
+    rt = Runtime(store=store, embedder=embedder)
+    warming = asyncio.create_task(rt.warm_up(Settings(data_dir=tmp_path, tenant="rt")))
+    await asyncio.sleep(1.2)  # tries at 0, 1 s, then every 0.05 s
+    assert not warming.done()
+    assert "connection refused" in (await rt.readiness())["embedder"]["error"]
+    embedder.failure = None  # the embedder is up
+    await asyncio.wait_for(warming, 2)
+    checks = await rt.readiness()
+    assert all(check["ok"] for check in checks.values()), checks
+    assert rt.vectors is not None
+    await rt.vectors.aclose()
+
+
 async def test_a_lost_store_is_reported(dsn: str) -> None:
     async with testing.temporary_store(dsn) as store:
         runtime = Runtime(store=store, embedder=FakeEmbedder(dimension=8))
