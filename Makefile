@@ -36,7 +36,13 @@ format: install
 # Coverage of echo and echo_operator may only go up: raise COVERAGE_FLOOR with it (96.3% on 2026-12-01).
 COVERAGE_FLOOR ?= 95
 test: install tools infinity lint
-	$(BIN)/pytest --ignore=tests/kube --cov=echo --cov=echo_operator --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
+	$(BIN)/pytest --ignore=tests/kube --ignore=tests/processes --durations=15 --cov=echo --cov=echo_operator --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
+
+# Whole echoctl processes (serve, worker, operator) started, raced and killed: a tier of its own, so
+# `make test` stays under 10 minutes; CI runs it after `make test`.
+.PHONY: test-processes
+test-processes: install
+	$(BIN)/pytest --durations=5 tests/processes
 
 # The Infinity embedding server in a venv of its own (.venv-infinity), for tests/contract/test_infinity.py.
 .PHONY: infinity

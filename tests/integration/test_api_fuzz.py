@@ -17,7 +17,7 @@ from fakes import api_fuzz
 
 pytestmark = pytest.mark.timeout(600)
 
-EXAMPLES_WITH_KEY = 10  # per operation and mode: under a minute on two cores (bench/fuzz.py runs 100)
+EXAMPLES_WITH_KEY = 5  # per operation and mode: about half a minute on two cores (bench/fuzz.py runs 100)
 EXAMPLES_WITHOUT_KEY = 5  # every protected route answers its documented 401 before reading anything
 
 

@@ -98,7 +98,7 @@ def _pure(request: list[dict[str, Any]]) -> compression_costs.Prepared:
     return compression_costs.Prepared(profile, turns, groups.turn_groups(request, turns.positions))
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 @given(requests(), st.lists(st.tuples(st.sampled_from("atrei"), requests(), st.integers(0, 20)), max_size=5))
 def test_a_chat_prepared_request_after_request_gets_what_the_pure_functions_give(
     first: list[dict[str, Any]], steps: list[tuple[str, list[dict[str, Any]], int]]
@@ -131,7 +131,7 @@ def test_a_tool_result_after_the_prefix_joins_its_call_group() -> None:
     assert costs.prepare(asked, "chat").groups == (groups.Group(0, 1), groups.Group(1, 2))
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(requests(), st.integers(min_value=0, max_value=3000), st.booleans())
 def test_a_request_left_untouched_is_what_the_general_assembly_makes_of_it(
     request: list[dict[str, Any]], budget: int, trimming: bool

@@ -59,7 +59,7 @@ def pydantic_accepts(data: Any) -> bool:
     return True
 
 
-@settings(max_examples=1000)
+@settings(max_examples=300)
 @given(REQUEST)
 def test_the_type_check_accepts_only_what_pydantic_accepts(data: Any) -> None:
     data = json.loads(json.dumps(data))  # JSON-decoded, as a request body is
