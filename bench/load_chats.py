@@ -146,9 +146,6 @@ class Recorder:
     failed_turns: int = 0
     errors: list[str] = field(default_factory=list)
 
-    def since(self, started: float) -> list[Sample]:
-        return [s for s in self.samples if s.ended >= started]
-
 
 class Balancer:
     """Round-robin over the hook replicas; a replica refusing connections is left out for 2 s."""
@@ -210,6 +207,10 @@ class Chat:
 
     def _message(self, role: str, text: str) -> dict[str, Any]:
         return {"id": str(uuid.uuid4()), "role": role, "content": text, "timestamp": int(time.time())}
+
+    def answered(self, message: dict[str, Any]) -> None:
+        """Save the user's message and the model's reply, as Open WebUI does after the answer."""
+        self.messages += [message, self._message("assistant", self.reply_text())]
 
     def inlet(self, text: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """The first filter's inlet payload for a new user message, and that message."""
@@ -284,7 +285,7 @@ async def run_turn(
             return False
         payload = {"user": chat.user, "body": answer}
     await asyncio.sleep(model_seconds)
-    chat.messages += [message, chat._message("assistant", chat.reply_text())]
+    chat.answered(message)
     outlet = chat.outlet()
     for filter_id in FILTERS:
         status, answer, ms = await _call(http, balancer, f"/{filter_id}/filter/outlet", outlet)
