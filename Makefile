@@ -19,8 +19,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# echo-hooks embedded, on ECHO_HOST:ECHO_PORT (default 127.0.0.1:9099), state under ECHO_DATA_DIR (default
+# ./.echo). With ECHO_API_KEY set, Open WebUI must send it; without, this is a trial without auth, which
+# `echoctl serve` runs only when told so: ECHO_ALLOW_UNAUTHENTICATED=true, set here (loopback unless ECHO_HOST says otherwise).
 run: install
-	$(BIN)/echoctl serve --host 127.0.0.1 --port 9099 --data-dir ./.echo
+	@if [ -z "$$ECHO_API_KEY" ]; then export ECHO_ALLOW_UNAUTHENTICATED="$${ECHO_ALLOW_UNAUTHENTICATED:-true}"; fi; \
+	  exec $(BIN)/echoctl serve
 
 lint: install
 	$(BIN)/ruff check .
@@ -58,6 +62,7 @@ bench: install
 	$(BIN)/python bench/suture.py
 	$(BIN)/python bench/attachments.py
 	$(BIN)/python bench/fuzz.py
+	$(BIN)/python bench/hostile.py
 	$(BIN)/python bench/load.py
 
 clean:

@@ -44,6 +44,7 @@ from fakes.memory_llm import memory_answer  # noqa: E402
 
 OPENWEBUI = ROOT / ".venv-openwebui" / "bin" / "open-webui"
 ECHO_KEY = "live-check-key"
+ECHO_ADMIN_KEY = "live-check-admin-key"  # the memory-management API's own key (`/memories`)
 GOOGLE_KEY = "AIza" + "Sy" + "Q7x" * 11
 GITHUB_TOKEN = "ghp_" + "Ab1" * 12
 
@@ -132,6 +133,7 @@ def main() -> int:
             echo_env = {
                 **base_env,
                 "ECHO_API_KEY": ECHO_KEY,
+                "ECHO_ADMIN_KEY": ECHO_ADMIN_KEY,
                 "ECHO_GEMINI_API_KEY": "fake",
                 "ECHO_GEMINI_BASE_URL": gemini.base_url,
                 "ECHO_DATA_DIR": str(work / "echo"),
@@ -377,7 +379,9 @@ def memory_checks(
     deadline, listed = time.monotonic() + 60, {"total": 0}
     while time.monotonic() < deadline and not listed["total"]:
         time.sleep(1)
-        listed = echo_http.get("/memories", params={"user_id": user_id}).json()
+        listed = echo_http.get(
+            "/memories", params={"user_id": user_id}, headers={"Authorization": f"Bearer {ECHO_ADMIN_KEY}"}
+        ).json()
     check(
         "a fact told through Open WebUI becomes a memory of that user",
         listed["total"] >= 1 and "Léonie" in json.dumps(listed, ensure_ascii=False),

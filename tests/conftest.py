@@ -9,7 +9,7 @@ import httpx
 import pytest
 import structlog
 from fakes.live_server import LiveServer
-from fakes.shared_data import API_KEY
+from fakes.shared_data import ADMIN_KEY, API_KEY
 
 from echo.config.settings import Settings
 from echo.hooks import create_app
@@ -20,12 +20,20 @@ from echo.store.pool import Store
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path / "echo", api_key=API_KEY, config_reload_seconds=0.05)
+    return Settings(
+        data_dir=tmp_path / "echo", api_key=API_KEY, admin_key=ADMIN_KEY, config_reload_seconds=0.05
+    )
 
 
 @pytest.fixture
 def auth() -> dict[str, str]:
     return {"Authorization": f"Bearer {API_KEY}"}
+
+
+@pytest.fixture
+def admin() -> dict[str, str]:
+    """The memory-management API's credential (`ECHO_ADMIN_KEY`), to pass as `headers=` per request."""
+    return {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
 @pytest.fixture

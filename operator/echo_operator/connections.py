@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 from echo_operator import shapes
 from echo_operator.shapes import HTTP_URL, Rule, Section, check, section_config
 
-__all__ = ["Database", "Llm", "Monitoring", "NetworkPolicy", "OpenWebUI"]
+__all__ = ["Database", "Llm", "Monitoring", "NetworkPolicy", "OpenWebUI", "OpenWebUIPods"]
 
 LLM_KEY_REQUIRED = Rule(
     "self.provider != 'gemini' || has(self.apiKeySecretRef)",
@@ -83,10 +83,34 @@ class Monitoring(Section):
     )
 
 
+class OpenWebUIPods(Section):
+    """Open WebUI's pods: the one caller of echo-hooks."""
+
+    namespace: str | None = Field(
+        None,
+        min_length=1,
+        max_length=63,
+        pattern=shapes.DNS_LABEL,
+        description="Open WebUI's namespace (its kubernetes.io/metadata.name label); default the tenant's.",
+    )
+    pod_labels: dict[str, str] = Field(
+        min_length=1,
+        description="Labels of Open WebUI's pods, e.g. {app.kubernetes.io/component: open-webui} (its "
+        "Helm chart's).",
+    )
+
+
 class NetworkPolicy(Section):
     """NetworkPolicies: only the hooks Service is reachable from outside the tenant."""
 
     enabled: bool = Field(True, description="Render NetworkPolicies.")
+    openwebui: OpenWebUIPods | None = Field(
+        None,
+        description="Let only Open WebUI's pods reach echo-hooks (with hooksFrom, those peers too); "
+        "unset with hooksFrom unset: anyone may.",
+    )
     hooks_from: list[shapes.NetworkPeer] | None = Field(
-        None, description="Who may reach echo-hooks; default anyone (Open WebUI may live anywhere)."
+        None,
+        description="Who else may reach echo-hooks (beside openwebui); neither set: anyone (Open WebUI "
+        "may live anywhere).",
     )

@@ -38,6 +38,13 @@ QDRANT_KEY_EXTERNAL = Rule(
     "!has(self.apiKeySecretRef) || has(self.externalUrl)",
     "qdrant.apiKeySecretRef applies to an external Qdrant only (set externalUrl)",
 )
+ADMIN_KEY_APART = Rule(
+    "!has(self.adminKeySecretRef) || !has(self.apiKeySecretRef) || "
+    "self.adminKeySecretRef.name != self.apiKeySecretRef.name || "
+    "self.adminKeySecretRef.key != self.apiKeySecretRef.key",
+    "hooks.adminKeySecretRef must differ from hooks.apiKeySecretRef (the key Open WebUI holds must not "
+    "list or forget users)",
+)
 EMBEDDING_SCHEDULING_MANAGED = Rule(
     "!has(self.externalUrl) || "
     "(!has(self.nodeSelector) && !has(self.tolerations) && !has(self.runtimeClassName))",
@@ -99,6 +106,8 @@ class PodDisruptionBudget(Section):
 class Hooks(Section):
     """echo-hooks: the Pipelines server Open WebUI calls (port 9099), stateless."""
 
+    model_config = section_config(ADMIN_KEY_APART)
+
     replicas: int = Field(2, ge=1, le=100, description="Replicas (without autoscaling).")
     image: str | None = Field(None, description="Full image reference; default images.echo.")
     resources: shapes.Resources | None = Field(
@@ -110,12 +119,27 @@ class Hooks(Section):
     )
     api_key_secret_ref: shapes.SecretKeyRef | None = Field(
         None,
-        description="Bearer key Open WebUI sends (ECHO_API_KEY); default: a Secret <name>-api-key the "
-        "operator generates once (key api-key).",
+        description="Bearer key Open WebUI sends (ECHO_API_KEY: hook, pipe and tool routes, not the "
+        "memory-management API); default: a Secret <name>-api-key the operator generates once (key api-key).",
+    )
+    admin_key_secret_ref: shapes.AdminKeySecretRef | None = Field(
+        None,
+        description="Bearer key of the memory-management API (ECHO_ADMIN_KEY: /memories, /users/…, POST "
+        "/chats/{id}/compact), for operators, mounted into the hooks only; unset = that API is off. "
+        "Must differ from the key Open WebUI holds.",
     )
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
         "ClusterIP", description="Type of the hooks Service."
     )
+
+    @model_validator(mode="after")
+    def _rules(self) -> Hooks:
+        admin, hooks = self.admin_key_secret_ref, self.api_key_secret_ref
+        check(
+            admin is None or hooks is None or (admin.name, admin.key) != (hooks.name, hooks.key),
+            ADMIN_KEY_APART,
+        )
+        return self
 
 
 class Distiller(Section):

@@ -24,6 +24,12 @@ def _probe(path: str, period: int, failures: int) -> Manifest:
     }
 
 
+def _admin_key_env(tenant: Tenant) -> list[Manifest]:
+    """ECHO_ADMIN_KEY, the memory-management API's key: the hooks serve that API, no other pod needs it."""
+    ref = tenant.spec.hooks.admin_key_secret_ref
+    return [] if ref is None else [pods.secret_env("ECHO_ADMIN_KEY", ref.name, ref.key)]
+
+
 def _deployment(tenant: Tenant) -> Manifest:
     hooks = tenant.spec.hooks
     name, key = tenant.api_key_ref
@@ -37,7 +43,10 @@ def _deployment(tenant: Tenant) -> Manifest:
             *pods.echo_env(tenant),
             pods.env("ECHO_HOST", "0.0.0.0"),
             pods.env("ECHO_PORT", str(HOOKS_PORT)),
+            # the distiller pool runs the jobs; said explicitly so the hooks log it as intended
+            pods.env("ECHO_INPROCESS_WORKER", "false"),
             pods.secret_env("ECHO_API_KEY", name, key),
+            *_admin_key_env(tenant),
         ],
         "startupProbe": _probe("/healthz", 2, 30),
         "livenessProbe": _probe("/healthz", 10, 3),

@@ -1,8 +1,9 @@
 """NetworkPolicies of a tenant: only the hooks Service is reachable from outside. Pure.
 
 Ingress to every tenant pod is allowed from the tenant's own pods; echo-hooks is also open on
-:9099 to `networkPolicy.hooksFrom` (default: anyone, since Open WebUI may run anywhere); with
-ServiceMonitors on, the Prometheus namespace may scrape the metrics ports. Egress stays open
+:9099 to Open WebUI's pods (`networkPolicy.openwebui`) and to `networkPolicy.hooksFrom` (neither
+set: anyone, since Open WebUI may run anywhere); with ServiceMonitors on, the Prometheus namespace
+may scrape the metrics ports (:9099 among them). Egress stays open
 (the LLM API, PostgreSQL and an external Qdrant or embedding server live outside).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from echo_operator.connections import OpenWebUIPods
 from echo_operator.tenant import (
     EMBEDDING_PORT,
     HOOKS_PORT,
@@ -22,6 +24,7 @@ __all__ = ["render_network"]
 
 Manifest = dict[str, Any]
 COMPONENT = "network"
+NAMESPACE_NAME = "kubernetes.io/metadata.name"  # set on every namespace by the API server (1.21+)
 
 
 def _policy(tenant: Tenant, suffix: str, pod_selector: dict[str, str], ingress: list[Manifest]) -> Manifest:
@@ -41,14 +44,25 @@ def _tcp(*ports: int) -> list[Manifest]:
     return [{"protocol": "TCP", "port": port} for port in ports]
 
 
+def _openwebui_peer(pods: OpenWebUIPods) -> Manifest:
+    """One peer with both selectors: Open WebUI's pods *and* in its namespace (two peers would be either)."""
+    peer: Manifest = {"podSelector": {"matchLabels": dict(pods.pod_labels)}}
+    if pods.namespace is not None:
+        peer = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: pods.namespace}}, **peer}
+    return peer
+
+
 def render_network(tenant: Tenant) -> list[Manifest]:
     policy = tenant.spec.network_policy
     if not policy.enabled:
         return []
     own = tenant.tenant_selector()
     hooks_rule: Manifest = {"ports": _tcp(HOOKS_PORT)}
-    if policy.hooks_from:
-        hooks_rule["from"] = [peer.model_dump(by_alias=True, exclude_none=True) for peer in policy.hooks_from]
+    peers = [peer.model_dump(by_alias=True, exclude_none=True) for peer in policy.hooks_from or ()]
+    if policy.openwebui is not None:
+        peers.insert(0, _openwebui_peer(policy.openwebui))
+    if peers:
+        hooks_rule["from"] = peers
     out = [
         _policy(tenant, "tenant", own, [{"from": [{"podSelector": {"matchLabels": own}}]}]),
         _policy(tenant, "hooks-ingress", tenant.selector("hooks"), [hooks_rule]),

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 __all__ = [
+    "AdminKeySecretRef",
     "ConfigMapKeyRef",
     "LabelSelector",
     "NetworkPeer",
@@ -28,6 +29,7 @@ __all__ = [
 ]
 
 DNS_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 HTTP_URL = r"^https?://[^\s]+$"
 
 
@@ -83,6 +85,12 @@ class DsnSecretRef(SecretKeyRef):
     """The Secret key holding a `postgresql://…` DSN."""
 
     key: str = Field("dsn", min_length=1, max_length=253, description="Key in the Secret.")
+
+
+class AdminKeySecretRef(SecretKeyRef):
+    """The Secret key holding the admin key of the memory-management API."""
+
+    key: str = Field("admin-key", min_length=1, max_length=253, description="Key in the Secret.")
 
 
 class ConfigMapKeyRef(Section):

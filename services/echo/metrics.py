@@ -25,6 +25,7 @@ __all__ = [
     "HOOK_FAILURES",
     "HOOK_LATENCY",
     "HOOK_REQUESTS",
+    "IDENTITY_MISMATCHES",
     "JOBS",
     "JOBS_ENQUEUED",
     "JOBS_PENDING",
@@ -90,6 +91,15 @@ SECRETS_MASKED = Counter(
     "echo_secrets_masked_total",
     "Secrets masked in model output, by kind and where (outlet|pipe).",
     ["kind", "where"],
+)
+# Identity (DESIGN §7, issue 18): a call whose body names another user than the one Open WebUI
+# attached to it (the claim is ignored), or that carries Open WebUI's user header twice (refused).
+IDENTITY_MISMATCHES = Counter(
+    "echo_identity_mismatch_total",
+    "Calls naming a user other than the one Open WebUI authenticated (ignored for identity, or refused"
+    " when the user header comes twice), by route (filter|pipe|tools|compact) and phase (inlet|outlet"
+    " for filters, chat for the pipe, call for the tool server and compact).",
+    ["route", "phase"],
 )
 CONFIG_RELOADS = Counter(
     "echo_config_reloads_total",

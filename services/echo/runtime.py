@@ -8,12 +8,20 @@ answers 503 until it is ready, then the tenant's vector store is opened with its
 Background tasks (the warm-up, the worker's) run under a `supervision.Supervisor`: a warm-up that
 raises anything leaves the service unready with the error, and shutdown stops every part whatever
 happened to the others.
+
+What a newcomer is told: with `ECHO_DATABASE_URL` set and no in-process worker, no job (summaries,
+memory distillation, big files) runs in this process; that is logged at start (`jobs_not_run_here`,
+with the fix), shown by /readyz (`checks.jobs`: `in_process`, `pending`, `note`) and repeated in the
+ready line. Once the store, the embedder and the vectors answer, `ready` is logged once with the URL
+to give Open WebUI (`ready_message`), and printed as a plain line on a terminal's stderr.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,12 +33,12 @@ from echo.config.settings import Settings
 from echo.embeddings import base as embeddings_base
 from echo.embeddings import factory as embeddings_factory
 from echo.errors import EchoError
-from echo.jobs import kinds, memory_backends, worker
+from echo.jobs import domain, kinds, memory_backends, queue, worker
 from echo.store import bootstrap, pool
 from echo.vectors import base as vectors_base
 from echo.vectors import factory as vectors_factory
 
-__all__ = ["Runtime", "open_runtime"]
+__all__ = ["Runtime", "announce_ready", "no_worker_note", "open_runtime", "ready_message", "service_url"]
 
 log = structlog.get_logger("echo.runtime")
 
@@ -49,6 +57,8 @@ class Runtime:
     worker: worker.Worker | None = None
     warm_up_error: str | None = None
     supervisor: supervision.Supervisor = field(default_factory=supervision.Supervisor, repr=False)
+    jobs_note: str | None = None  # why no job runs in this process (None: a worker runs here)
+    announced: bool = field(default=False, repr=False)  # `ready` was logged
 
     def start_warm_up(self, settings: Settings) -> supervision.Supervised:
         """Warm up in the background; anything it raises beyond an EchoError makes it a failed task."""
@@ -92,6 +102,10 @@ class Runtime:
         except EchoError as error:
             self.warm_up_error = str(error)
             log.error("warm_up_failed", error=str(error))
+            return
+        if not self.announced:  # the store opened before the warm-up began: everything answers now
+            self.announced = True
+            announce_ready(settings, in_process=self.worker is not None)
 
     async def readiness(self) -> dict[str, dict[str, Any]]:
         checks: dict[str, dict[str, Any]] = {}
@@ -101,6 +115,7 @@ class Runtime:
             checks["store"] = {"ok": True}
         except (EchoError, TimeoutError) as error:
             checks["store"] = {"ok": False, "error": str(error) or "timed out"}
+        checks["jobs"] = await self._jobs_check(store_ok=checks["store"]["ok"])
         if self.vectors is None:
             crashed = self.supervisor.failure(WARM_UP)
             reason = self.warm_up_error or (f"warm-up failed: {crashed}" if crashed else None)
@@ -120,6 +135,20 @@ class Runtime:
         except (EchoError, TimeoutError) as error:
             checks["vectors"] = {"ok": False, "error": str(error) or "timed out"}
         return checks
+
+    async def _jobs_check(self, *, store_ok: bool) -> dict[str, Any]:
+        """Who runs the jobs, and how many wait to run now; always ok (the distiller may run elsewhere)."""
+        check: dict[str, Any] = {"ok": True, "in_process": self.worker is not None}
+        if store_ok:
+            try:
+                async with asyncio.timeout(CHECK_SECONDS):
+                    depths = await queue.JobQueue(self.store).depths()
+                check["pending"] = sum(d.ready for d in depths if d.state is domain.JobState.PENDING)
+            except (EchoError, TimeoutError):
+                pass  # the store check says what is wrong
+        if self.worker is None:
+            check["note"] = self.jobs_note or NO_WORKER
+        return check
 
     async def close_vectors(self) -> None:
         if self.vectors is not None:
@@ -148,6 +177,16 @@ async def open_runtime(
         in_process = (
             settings.inprocess_worker if settings.inprocess_worker is not None else not settings.database_url
         )
+        if not in_process:
+            runtime.jobs_note = no_worker_note(settings)
+            # ECHO_INPROCESS_WORKER=false is a deployment's choice (the operator's hooks); unset is a slip
+            report = log.info if settings.inprocess_worker is False else log.warning
+            report(
+                "jobs_not_run_here",
+                reason=runtime.jobs_note.split(":", 1)[0],
+                effect="summaries, memory distillation and big files wait in the queue",
+                fix=WORKER_FIX,
+            )
         if in_process:
             handlers = kinds.builtin_registry(
                 settings, store, memory_backends=memory_backends.RuntimeBackends(runtime)
@@ -175,3 +214,73 @@ async def open_runtime(
 async def _cancel(task: supervision.Supervised) -> None:
     task.cancel()
     await asyncio.wait([task.task])
+
+
+NO_WORKER = "no job worker runs in this process"
+WORKER_FIX = "run `echoctl worker` (the distiller) on the same database, or set ECHO_INPROCESS_WORKER=true"
+OPENWEBUI_FUNCTION = "integrations/openwebui/echo_filter_function.py"
+
+
+def no_worker_note(settings: Settings) -> str:
+    """Why no job runs in this process, and the two ways to have them run."""
+    why = (
+        "ECHO_INPROCESS_WORKER=false"
+        if settings.inprocess_worker is False
+        else "ECHO_DATABASE_URL is set and ECHO_INPROCESS_WORKER is unset"
+    )
+    return (
+        f"{why}: no job (summaries, memory distillation, big files) runs in this process; they wait "
+        "in the queue until `echoctl worker` runs on the same database, or set ECHO_INPROCESS_WORKER=true"
+    )
+
+
+def service_url(settings: Settings) -> str:
+    """The URL of this service as Open WebUI would reach it (a wildcard bind names no address)."""
+    host = settings.host.strip()
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        shown = "<this machine's address>"
+    elif ":" in host and not host.startswith("["):
+        shown = f"[{host}]"
+    else:
+        shown = host
+    return f"http://{shown}:{settings.port}"
+
+
+def _loopback(host: str) -> bool:
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def ready_message(settings: Settings, *, in_process: bool) -> str:
+    """The line that tells a human the service is ready and how to connect Open WebUI to it."""
+    url = service_url(settings)
+    key = "the value of ECHO_API_KEY" if settings.api_key is not None else "any non-empty value (auth is off)"
+    parts = [
+        f"ECHO ready — point Open WebUI at {url}: Admin Panel → Settings → Connections → OpenAI API → +, "
+        f"URL {url}, key: {key}; or paste the Function {OPENWEBUI_FUNCTION} and set its ECHO_URL to {url}."
+    ]
+    if _loopback(settings.host):
+        wider = "ECHO_HOST=0.0.0.0" if settings.api_key is not None else "ECHO_API_KEY and ECHO_HOST=0.0.0.0"
+        parts.append(
+            "Bound to loopback only: reachable from this machine, not from a container or another host "
+            f"(to listen on every interface, set {wider})."
+        )
+    if not in_process:
+        parts.append(
+            "Note: no job runs in this process (summaries, memory distillation): run `echoctl worker` on the "
+            "same database, or set ECHO_INPROCESS_WORKER=true."
+        )
+    return " ".join(parts)
+
+
+def announce_ready(settings: Settings, *, in_process: bool) -> None:
+    """Log `ready` (once per start: the caller sees to it) and, on a terminal, print it plainly."""
+    message = ready_message(settings, in_process=in_process)
+    log.info("ready", url=service_url(settings), message=message)
+    stream = sys.stderr
+    if stream is not None and stream.isatty():
+        print(f"\n{message}\n", file=stream, flush=True)

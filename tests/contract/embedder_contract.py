@@ -61,6 +61,13 @@ class EmbedderContract:
             assert one == pytest.approx(other, abs=1e-4)
             assert one == pytest.approx(back, abs=1e-4)
 
+    async def test_unstorable_text_is_embedded_as_it_is_stored(self, embedder: Embedder) -> None:
+        """NUL and lone surrogates (which UTF-8 cannot encode) become U+FFFD, as in the stores."""
+        dirty, clean = await embedder.embed(
+            ["The cat\x00 sat \ud800on the mat.", "The cat\ufffd sat \ufffdon the mat."]
+        )
+        assert dirty == pytest.approx(clean, abs=1e-4)
+
     async def test_empty_input_gives_no_vectors(self, embedder: Embedder) -> None:
         assert await embedder.embed([]) == []
 

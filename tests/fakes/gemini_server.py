@@ -478,7 +478,8 @@ class FakeGemini:
             errors = [c for c in chunks if "error" in c]
             if errors:  # an error scripted mid-stream fails a plain call as a whole
                 return JSONResponse(errors[0], status_code=int(errors[0]["error"].get("code", 500)))
-            return JSONResponse(_merge(chunks))
+            # ASCII with escapes, as Google sends it: a lone surrogate (\ud800) is valid JSON there.
+            return Response(json.dumps(_merge(chunks)), media_type="application/json")
         return StreamingResponse(self._sse(chunks), media_type="text/event-stream")
 
     async def _sse(self, chunks: list[JSON]) -> AsyncIterator[bytes]:

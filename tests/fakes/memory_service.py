@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from fakes.hooks_service import outlet_body
 from fakes.live_server import LiveServer
-from fakes.shared_data import API_KEY
+from fakes.shared_data import ADMIN_KEY, API_KEY
 
 from echo import runtime, supervision
 from echo.config.settings import Settings
@@ -28,12 +28,15 @@ __all__ = ["MemoryService", "memory_service", "outlet_body", "until"]
 
 @dataclass
 class MemoryService:
-    """A running service: `http` its authenticated client, `store` a connection to its schema."""
+    """A running service: `http` its client with the hooks' key, `admin` its client with the admin key
+    (the memory-management API: `/memories…`, `/users/…`, compaction), `store` a connection to its
+    schema."""
 
     http: httpx.AsyncClient
     store: pool.Store
     settings: Settings
     supervisor: supervision.Supervisor
+    admin: httpx.AsyncClient
 
     async def hook(self, filter_id: str, phase: str, body: Mapping[str, Any], user_id: str) -> Any:
         answer = await self.http.post(
@@ -83,6 +86,7 @@ async def memory_service(
         "inprocess_worker": True,
         "qdrant_path": tmp_path / "qdrant",
         "api_key": API_KEY,
+        "admin_key": ADMIN_KEY,
         "llm_provider": "offline",
         "job_poll_seconds": 0.2,
         **settings,
@@ -98,8 +102,10 @@ async def memory_service(
     try:
         with LiveServer(app, name="echo-hooks") as live:
             headers = {"Authorization": f"Bearer {API_KEY}"}
+            admin_headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
             async with (
                 httpx.AsyncClient(base_url=live.url, headers=headers, timeout=30) as http,
+                httpx.AsyncClient(base_url=live.url, headers=admin_headers, timeout=30) as admin,
                 await_store(dsn, schema) as store,
             ):
 
@@ -111,7 +117,7 @@ async def memory_service(
                 if valves:
                     updated = await http.post("/echo_memory/valves/update", json=dict(valves))
                     assert updated.status_code == 200, updated.text
-                yield MemoryService(http, store, config, supervisor)
+                yield MemoryService(http, store, config, supervisor, admin)
     finally:
         await testing.drop_schema(dsn, schema)
 

@@ -1,7 +1,7 @@
 """Open WebUI's files API over real HTTP, as 0.12.4 answers it (`../shared/notes/openwebui.md`):
-`GET /api/v1/files/{id}` → the file record (filename, meta.content_type, meta.size, data.content: Open
-WebUI's extracted text), `GET /api/v1/files/{id}/content` → the bytes. A wrong key gets 403 (API keys
-disabled), an unknown id 404; `broken` answers 500."""
+`GET /api/v1/files/{id}` → the file record (user_id of its uploader, filename, meta.content_type,
+meta.size, data.content: Open WebUI's extracted text), `GET /api/v1/files/{id}/content` → the bytes. A
+wrong key gets 403 (API keys disabled), an unknown id 404; `broken` answers 500."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ class StoredFile:
     content_type: str
     data: bytes
     text: str | None  # what Open WebUI's loaders extracted (None: nothing)
+    owner: str  # the uploading user's id (the record's `user_id`)
 
 
 @dataclass
@@ -36,10 +37,17 @@ class FakeFiles:
     url: str = ""
 
     def add(
-        self, file_id: str, name: str, content_type: str, data: bytes, text: str | None = None
+        self,
+        file_id: str,
+        name: str,
+        content_type: str,
+        data: bytes,
+        text: str | None = None,
+        *,
+        owner: str = "u1",
     ) -> dict[str, Any]:
-        """Store a file; returns the `files` item the web UI sends for it."""
-        self.files[file_id] = StoredFile(name, content_type, data, text)
+        """Store a file of `owner`; returns the `files` item the web UI sends for it."""
+        self.files[file_id] = StoredFile(name, content_type, data, text, owner)
         return {"type": "file", "id": file_id, "name": name}
 
     def app(self) -> Starlette:
@@ -59,6 +67,7 @@ class FakeFiles:
             return JSONResponse(
                 {
                     "id": file_id,
+                    "user_id": found.owner,
                     "filename": found.name,
                     "meta": {"name": found.name, "content_type": found.content_type, "size": len(found.data)},
                     "data": {"content": found.text} if found.text is not None else {},

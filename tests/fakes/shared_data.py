@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 
-__all__ = ["API_KEY", "FIXTURES", "SHARED", "load_fixture"]
+__all__ = ["ADMIN_KEY", "API_KEY", "FIXTURES", "SHARED", "load_fixture"]
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 FIXTURES = SHARED / "fixtures" / "owui-0.12.4"
 API_KEY = "test-key-0123456789"
+# The memory-management API's own key (ECHO_ADMIN_KEY): the hooks' key cannot list or forget users.
+ADMIN_KEY = "test-admin-key-9876543210"
 
 
 def load_fixture(name: str) -> dict[str, Any]:

@@ -571,3 +571,18 @@ def test_notes_say_how_to_create_a_tenant_and_connect_open_webui() -> None:
     assert ":9099" in notes
     assert "kubectl apply --server-side -f crds/" in notes
     assert "release" in notes  # the ServiceMonitor's labels are echoed back
+
+
+def test_notes_say_who_holds_which_key_and_how_to_fence_the_hooks() -> None:
+    """Issue 18: the admin key is the operators', never Open WebUI's; the hooks' NetworkPolicy can be
+    narrowed to Open WebUI's pods."""
+    result = _helm("install", RELEASE, ".", "--namespace", NAMESPACE, "--dry-run=client")
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "echo-prod-admin --from-literal=admin-key=" in notes
+    assert "spec.hooks.adminKeySecretRef" in notes
+    assert "ECHO_ADMIN_KEY" in notes
+    assert "spec.networkPolicy.openwebui" in notes
+    assert "docs/security.md" in notes
+    readme = (CHART / "README.md").read_text()
+    for fragment in ("spec.hooks.adminKeySecretRef", "spec.networkPolicy.openwebui", "docs/security.md"):
+        assert fragment in readme, fragment

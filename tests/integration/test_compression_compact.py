@@ -4,9 +4,9 @@ the next inlet injecting it.
 
 A chat far below its threshold is recorded by the outlet (no job) → compaction enqueues the summary
 the outlet would plan (202, idempotent) → the worker makes it → the next inlet uses it, and a second
-compaction answers "already summarised". Then who may ask: the bearer key, the user (body or
-`x-openwebui-user-id` header, never two different ones), chats ECHO never saw for that user (404),
-bodies of the wrong shape (422), a store that is down (503), and the command line.
+compaction answers "already summarised". Then who may ask: the admin key (not the hooks' key), the
+user (body or `x-openwebui-user-id` header, never two different ones), chats ECHO never saw for that
+user (404), bodies of the wrong shape (422), a store that is down (503), and the command line.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from fakes import hooks_service
 from fakes.hooks_service import run_jobs
 from fakes.live_server import LiveServer
 from fakes.metric_samples import sample
-from fakes.shared_data import API_KEY
+from fakes.shared_data import ADMIN_KEY, API_KEY
 
 from echo import bodies, cli
 from echo.config.settings import Settings
@@ -37,6 +37,7 @@ from echo.store import pool, tenancy, testing
 from echo.store.pool import Store
 
 USER = {"id": "u1", "name": "Ada", "email": "ada@example.org", "role": "user"}
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}  # compaction is the memory-management API's (ECHO_ADMIN_KEY)
 VALVES = {
     "compression_threshold_tokens": 100_000,  # never reached here: only a compaction summarises
     "max_context_tokens": 200_000,
@@ -49,7 +50,7 @@ VALVES = {
 
 @pytest.fixture
 def offline(tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path / "echo", api_key=API_KEY, llm_provider="offline")
+    return Settings(data_dir=tmp_path / "echo", api_key=API_KEY, admin_key=ADMIN_KEY, llm_provider="offline")
 
 
 def serving(settings: Settings, dsn: str, schema: str, *, broken: bool = False) -> Any:
@@ -89,6 +90,11 @@ async def hook(http: httpx.AsyncClient, phase: str, body: dict[str, Any], user: 
     return answer.json()
 
 
+async def compact(http: httpx.AsyncClient, path: str, **request: Any) -> httpx.Response:
+    """`POST path` (a compaction) with the admin key; `http` holds the hooks' key."""
+    return await http.post(path, **{**request, "headers": {**ADMIN, **request.get("headers", {})}})
+
+
 async def until(check: Callable[[], Awaitable[bool]], within: float = 20.0, what: str = "condition") -> None:
     deadline = time.monotonic() + within
     while not await check():
@@ -107,7 +113,7 @@ async def test_a_chat_below_its_threshold_is_summarised_on_request_and_the_next_
     await hook(http, "outlet", outlet_body(messages))
     assert await jobs_of(store) == []  # the outlet recorded the branch, enqueued nothing
 
-    answer = await http.post("/chats/c1/compact", json={"user_id": "u1"})
+    answer = await compact(http, "/chats/c1/compact", json={"user_id": "u1"})
     assert answer.status_code == 202, answer.text
     queued = answer.json()
     [job] = await jobs_of(store)
@@ -129,7 +135,7 @@ async def test_a_chat_below_its_threshold_is_summarised_on_request_and_the_next_
     assert "Question" not in json.dumps(job["payload"])  # references, not a transcript
 
     existing = sample("echo_jobs_enqueued_total", kind="summary", result="existing")
-    again = await http.post("/v1/chats/c1/compact", json={"user_id": "u1"})  # and under /v1
+    again = await compact(http, "/v1/chats/c1/compact", json={"user_id": "u1"})  # and under /v1
     assert again.status_code == 202
     assert again.json()["job_id"] == job["id"]
     # The outlet past its threshold plans the same branch point: the same job, not a second one.
@@ -146,7 +152,7 @@ async def test_a_chat_below_its_threshold_is_summarised_on_request_and_the_next_
     assert row is not None
     assert dict(row) == {"covered_count": 8, "head_count": 1, "provider": "offline"}
 
-    done = await http.post("/chats/c1/compact", json={"user_id": "u1"})
+    done = await compact(http, "/chats/c1/compact", json={"user_id": "u1"})
     assert done.status_code == 200, done.text
     assert done.json()["status"] == "already_summarised"
     assert (done.json()["covered_count"], done.json()["covered_hash"]) == (8, queued["covered_hash"])
@@ -161,7 +167,7 @@ async def test_a_chat_below_its_threshold_is_summarised_on_request_and_the_next_
 
 async def test_a_short_chat_has_nothing_to_summarise(http: httpx.AsyncClient, store: Store) -> None:
     await hook(http, "outlet", outlet_body(conversation(2)))
-    answer = await http.post("/chats/c1/compact", json={"user_id": "u1"})
+    answer = await compact(http, "/chats/c1/compact", json={"user_id": "u1"})
     assert answer.status_code == 200, answer.text
     assert answer.json()["status"] == "nothing"
     assert "all 4 turns stay verbatim" in answer.json()["detail"]
@@ -177,12 +183,15 @@ async def test_who_may_ask_and_for_which_chat(http: httpx.AsyncClient, store: St
         assert "bearer" in refused.json()["detail"]
         wrong = await anonymous.post(url, json={"user_id": "u1"}, headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401
+    hooks_key = await http.post("/chats/c1/compact", json={"user_id": "u1"})  # Open WebUI's key
+    assert hooks_key.status_code == 403
+    assert "ECHO_ADMIN_KEY" in hooks_key.json()["detail"]
 
-    unknown = await http.post("/chats/c9/compact", json={"user_id": "u1"})
+    unknown = await compact(http, "/chats/c9/compact", json={"user_id": "u1"})
     assert unknown.status_code == 404
     assert unknown.json()["status"] == "unknown_chat"
     assert "'c9'" in unknown.json()["detail"]
-    stranger = await http.post("/chats/c1/compact", json={"user_id": "u2"})  # another user's chat
+    stranger = await compact(http, "/chats/c1/compact", json={"user_id": "u2"})  # another user's chat
     assert stranger.status_code == 404
     assert "'u2'" in stranger.json()["detail"]
 
@@ -192,7 +201,7 @@ async def test_who_may_ask_and_for_which_chat(http: httpx.AsyncClient, store: St
         {"json": {}, "headers": {"x-openwebui-user-id": ""}},
     ]
     for request in requests:
-        missing = await http.post("/chats/c1/compact", **request)
+        missing = await compact(http, "/chats/c1/compact", **request)
         assert missing.status_code == 422, missing.text
         assert missing.json()["detail"]["message"].startswith("body.user_id: Field required"), missing.text
         assert "x-openwebui-user-id header" in missing.json()["detail"]["message"]
@@ -203,19 +212,26 @@ async def test_who_may_ask_and_for_which_chat(http: httpx.AsyncClient, store: St
         ({"user_id": "u1", "model": 3}, "body.model"),
         (["u1"], "body"),
     ):
-        refused = await http.post("/chats/c1/compact", json=bad)
+        refused = await compact(http, "/chats/c1/compact", json=bad)
         assert refused.status_code == 422, refused.text
         assert refused.json()["detail"]["message"].startswith(field), refused.text
-    malformed = await http.post("/chats/c1/compact", content=b"{not json", headers={"content-type": "x"})
+    not_json = await compact(http, "/chats/c1/compact", content=b"{not json", headers={"content-type": "x"})
+    assert not_json.status_code == 415
+    assert "'x'" in not_json.json()["detail"]
+    malformed = await compact(
+        http, "/chats/c1/compact", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert malformed.status_code == 422
     assert "malformed JSON" in malformed.json()["detail"]["message"]
-    two = await http.post("/chats/c1/compact", json={"user_id": "u1"}, headers={"x-openwebui-user-id": "u2"})
+    two = await compact(
+        http, "/chats/c1/compact", json={"user_id": "u1"}, headers={"x-openwebui-user-id": "u2"}
+    )
     assert two.status_code == 422
     assert "x-openwebui-user-id" in two.json()["detail"]["message"]
     assert await jobs_of(store) == []
 
     # Open WebUI's user header alone, as its tool servers send it, with an empty body.
-    by_header = await http.post("/chats/c1/compact", headers={"x-openwebui-user-id": "u1"})
+    by_header = await compact(http, "/chats/c1/compact", headers={"x-openwebui-user-id": "u1"})
     assert by_header.status_code == 202, by_header.text
     assert by_header.json()["user_id"] == "u1"
 
@@ -224,7 +240,9 @@ async def test_the_chat_model_names_the_summary_model_and_its_window(
     http: httpx.AsyncClient, store: Store
 ) -> None:
     await hook(http, "outlet", outlet_body(conversation(6)))
-    answer = await http.post("/chats/c1/compact", json={"user_id": "u1", "model": "echo.gemini-2.5-flash"})
+    answer = await compact(
+        http, "/chats/c1/compact", json={"user_id": "u1", "model": "echo.gemini-2.5-flash"}
+    )
     assert answer.status_code == 202, answer.text
     [job] = await jobs_of(store)
     assert job["payload"]["model"] == "gemini-2.5-flash"
@@ -236,7 +254,7 @@ async def test_a_store_that_is_down_answers_503(offline: Settings, dsn: str, sto
     async with serving(offline, dsn, store.schema) as http:
         await hook(http, "outlet", outlet_body(conversation(6)))
     async with serving(offline, dsn, store.schema, broken=True) as broken:
-        answer = await broken.post("/chats/c1/compact", json={"user_id": "u1"})
+        answer = await compact(broken, "/chats/c1/compact", json={"user_id": "u1"})
     assert answer.status_code == 503
     assert "store is unavailable" in answer.json()["detail"]
 
@@ -244,9 +262,9 @@ async def test_a_store_that_is_down_answers_503(offline: Settings, dsn: str, sto
 async def test_without_backends_there_is_no_store_to_compact(offline: Settings) -> None:
     with LiveServer(create_app(offline), name="echo-hooks") as live:
         async with httpx.AsyncClient(
-            base_url=live.url, headers={"Authorization": f"Bearer {API_KEY}"}
+            base_url=live.url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}
         ) as http:
-            answer = await http.post("/chats/c1/compact", json={"user_id": "u1"})
+            answer = await compact(http, "/chats/c1/compact", json={"user_id": "u1"})
     assert answer.status_code == 503
     assert "no store" in answer.json()["detail"]
 

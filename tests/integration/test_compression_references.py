@@ -59,6 +59,7 @@ VALVES: dict[str, Any] = {
     "reference_summary_wait_seconds": 10,
 }
 OWUI_KEY = "sk-test-admin-key"
+UNSEEN = "ECHO has not seen it among your chats"
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -299,10 +300,16 @@ async def test_another_user_s_chat_and_unknown_chats_are_left_to_openwebui(
         answer, events = await hook(http, "inlet", sent, OTHER)
         assert answer == sent  # nothing of u1 reaches u2; Open WebUI applies its own access rules
         assert not [e for e in events if e["level"] != "info"]
+        # Said, in words that do not tell u2 whether the chat exists for someone else.
+        left = [e["description"] for e in events if e["description"].startswith("Referenced chat")]
+        assert left == [f"Referenced chat “Chat mine” left to Open WebUI: {UNSEEN}"]
         sent = inlet_body("mine", "nowhere")
-        answer, _ = await hook(http, "inlet", sent)
+        answer, events = await hook(http, "inlet", sent)
         assert len(blocks(answer)) == 1
         assert chat_files(answer) == ["nowhere", "nowhere"]  # left in files and metadata.files
+        assert f"Referenced chat “Chat nowhere” left to Open WebUI: {UNSEEN}" in [
+            e["description"] for e in events
+        ]
 
 
 async def test_with_the_default_inlet_deadline_a_waiting_reference_still_answers_in_time(

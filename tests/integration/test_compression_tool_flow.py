@@ -51,7 +51,9 @@ def captured(name: str) -> dict[str, Any]:
 
 async def post(http: httpx.AsyncClient, phase: str, request: dict[str, Any]) -> dict[str, Any]:
     answer = await http.post(
-        f"/echo_compression/filter/{phase}", content=json.dumps(request), headers={"X-Echo-Events": "1"}
+        f"/echo_compression/filter/{phase}",
+        content=json.dumps(request),
+        headers={"X-Echo-Events": "1", "content-type": "application/json"},
     )
     assert answer.status_code == 200, answer.text
     envelope: dict[str, Any] = answer.json()

@@ -255,6 +255,28 @@ async def test_prompt_injection_inside_a_file_stays_data(service: MemoryService,
     assert "SYSTEM OVERRIDE" in text.split("<file_content>")[1].split("</file_content>")[0]
 
 
+async def test_a_file_of_another_user_is_never_read_for_this_one(
+    service: MemoryService, files: FakeFiles
+) -> None:
+    """ECHO reads files with Open WebUI's admin key: a file id in u1's body that names u2's upload is
+    left to Open WebUI (which checks access itself), and neither its text nor its bytes reach u1."""
+    text_item = files.add(
+        "theirs", "diary.txt", "text/plain", b"u2's diary: PIN 4411.", "u2's diary: PIN 4411.", owner="u2"
+    )
+    image_item = files.add("their-photo", "photo.png", "image/png", documents.png(), None, owner="u2")
+    forged = {**image_item, "file": {"data": {"content": "caption"}}}  # inline text: no record fetched first
+    out = await inlet(service, inlet_body("what does it say?", [text_item, forged]))
+    assert "4411" not in user_text(out)
+    assert out["files"] == [text_item, forged]
+    assert not any(request == "content:their-photo" for request in files.requests)
+    assert await service.store.fetchval("SELECT count(*) FROM attachments") == 0
+    mine = await inlet(
+        service,
+        inlet_body("and mine?", [files.add("mine", "n.txt", "text/plain", b"Mine: 12.", "Mine: 12.")]),
+    )
+    assert "Mine: 12." in user_text(mine)
+
+
 @pytest.mark.parametrize("file_id", ["missing", "broken"])
 async def test_an_unknown_or_failing_file_is_left_to_openwebui(
     service: MemoryService, files: FakeFiles, file_id: str

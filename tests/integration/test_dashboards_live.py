@@ -134,7 +134,7 @@ async def traffic(service: MemoryService, files: FakeFiles, gemini: FakeGemini) 
     assert found.status_code == 200, found.text
     await http.post("/tools/search_memories", json={"query": "Lisbon"}, headers=headers)
     await http.post("/tools/save_plan", json={"goal": "Plan the trip", "status": "todo"}, headers=headers)
-    await http.get("/memories", params={"user_id": "u1"})
+    await service.admin.get("/memories", params={"user_id": "u1"})
 
 
 def _b64(data: bytes) -> str:

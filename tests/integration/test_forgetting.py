@@ -5,9 +5,17 @@ and another user's rows are all still there."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import httpx
+import jsonschema
+from fakes.shared_data import ADMIN_KEY, API_KEY
+
 from echo import chain, shadow
+from echo.config.settings import Settings
+from echo.hooks import create_app
 from echo.embeddings.fake import FakeEmbedder
 from echo.filters import memory as memory_filter
 from echo.jobs import distill, forgetting, kinds, queue
@@ -157,3 +165,37 @@ async def test_a_part_that_fails_is_named_and_the_others_still_run(store: pool.S
     )  # a second call finishes
     assert again.failed == {}
     assert await vectors.count(vectors_base.Kind.MEMORY, user_id="sam") == 0
+
+
+def _documented(spec: dict[str, Any], status: str) -> jsonschema.Draft202012Validator:
+    answer = spec["paths"]["/users/{user_id}"]["delete"]["responses"][status]
+    schema = answer["content"]["application/json"]["schema"]
+    return jsonschema.Draft202012Validator({**schema, "components": spec["components"]})
+
+
+async def test_the_answer_of_delete_users_is_the_documented_one(store: pool.Store, tmp_path: Path) -> None:
+    # Issue 18, point 11: `failed` was an object where an array was documented, `deleted` held
+    # objects where integers were.
+    vectors = InMemoryVectorStore(dimension=16)
+    await populate(store, vectors, "tess")
+    settings = Settings(data_dir=tmp_path / "echo", api_key=API_KEY, admin_key=ADMIN_KEY)
+    app = create_app(settings)
+    runtime = SimpleNamespace(store=store, vectors=None)
+    app.state.backends = runtime
+    admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://echo") as http:
+        spec = (await http.get("/openapi.json")).json()
+        partly = await http.delete("/users/tess", headers=admin)  # the vector store is not ready
+        runtime.vectors = vectors
+        done = await http.delete("/users/tess", headers=admin)
+    assert partly.status_code == 503, partly.text
+    assert list(partly.json()["failed"]) == ["vectors"] and "not ready" in partly.json()["failed"]["vectors"]
+    _documented(spec, "503").validate(partly.json())
+    assert done.status_code == 200, done.text
+    _documented(spec, "200").validate(done.json())
+    assert done.json()["failed"] == {}
+    assert done.json()["deleted"]["vectors"] == {"echo_memory": 1, "echo_ephemeral": 1}
+    assert partly.json()["deleted"]["jobs_and_memories"]["memories"] == 1
+    forgotten = spec["components"]["schemas"]["Forgotten"]["properties"]
+    assert forgotten["failed"]["additionalProperties"] == {"type": "string"}
+    assert forgotten["deleted"]["additionalProperties"]["additionalProperties"] == {"type": "integer"}

@@ -104,6 +104,31 @@ async def test_stream_yields_chunks_in_order_then_finish_and_usage(
     )
 
 
+async def test_lone_surrogates_in_the_answer_become_the_replacement_character(
+    chat: GeminiChat, fake: FakeGemini
+) -> None:
+    """Gemini's JSON may carry a lone surrogate escape (\\ud800): valid JSON, but no UTF-8 can encode
+    it, so the answer could be neither sent on nor stored. It becomes U+FFFD and the answer goes on."""
+    fake.reply_text("before \ud800 after", thought="think \udc00 more")
+    answer = await chat.complete(body())
+    assert (answer.content, answer.reasoning) == ("before \ufffd after", "think \ufffd more")
+    assert [part.get("text") for part in answer.parts] == ["think \ufffd more", "before \ufffd after"]
+
+    fake.reply_stream(["one \ud83d", "two \x00", "three"], thought_chunks=["t\udfff"])
+    deltas = await collect(chat, body())
+    assert [(d.reasoning, d.content) for d in deltas[:-1]] == [
+        ("t\ufffd", ""),
+        ("", "one \ufffd"),
+        ("", "two \x00"),  # NUL is valid UTF-8: the pipe sends it on; the store replaces it
+        ("", "three"),
+    ]
+    assert deltas[-1].finish_reason == "stop"
+
+    fake.reply_function_call("search_memory", {"query\ud800": ["cats \udc00"]})
+    [call] = (await chat.complete(body())).parts
+    assert call["function_call"] == {"name": "search_memory", "args": {"query\ufffd": ["cats \ufffd"]}}
+
+
 async def test_request_carries_system_instruction_contents_and_config(
     chat: GeminiChat, fake: FakeGemini
 ) -> None:

@@ -20,9 +20,9 @@ from fakes.live_server import LiveServer
     ],
 )
 def test_without_a_store_the_memory_api_answers_503(
-    client: httpx.Client, method: str, path: str, body: object
+    client: httpx.Client, admin: dict[str, str], method: str, path: str, body: object
 ) -> None:
-    answer = client.request(method, path, json=body)
+    answer = client.request(method, path, json=body, headers=admin)
     assert answer.status_code == 503
     assert "no store" in answer.json()["detail"]
 
@@ -48,3 +48,23 @@ def test_the_tool_openapi_is_public_and_names_its_operation(hooks_server: LiveSe
     assert operation["operationId"] == "search_memories"
     assert spec["security"] == [{"bearer": []}]
     assert "x-openwebui-user-id" not in str(operation.get("parameters", []))  # Open WebUI sends it itself
+
+
+def test_every_memory_api_answer_without_a_store_is_the_documented_one(
+    client: httpx.Client, admin: dict[str, str]
+) -> None:
+    import jsonschema
+
+    spec = client.get("/openapi.json").json()
+    for method, path, template, params in [
+        ("GET", "/memories", "/memories", {"user_id": "u1"}),
+        ("GET", "/memories/m1", "/memories/{memory_id}", {"user_id": "u1"}),
+        ("DELETE", "/memories/m1", "/memories/{memory_id}", {"user_id": "u1"}),
+        ("DELETE", "/users/u1", "/users/{user_id}", {}),
+        ("GET", "/memories", "/memories", {"user_id": "u1", "limit": "x"}),
+        ("DELETE", "/users/u%00", "/users/{user_id}", {}),
+    ]:
+        answer = client.request(method, path, params=params, headers=admin)
+        documented = spec["paths"][template][method.lower()]["responses"][str(answer.status_code)]
+        schema = documented["content"]["application/json"]["schema"]
+        jsonschema.validate(answer.json(), {**schema, "components": spec["components"]})

@@ -248,6 +248,8 @@ async def test_the_memory_filter_fails_open_when_its_store_or_embedder_fails(dsn
     Runtime.embedder.failure = embeddings_base.EmbeddingError("model gone")
     errors_before = REGISTRY.get_sample_value("echo_memory_recalls_total", {"outcome": "error"}) or 0.0
     inlet = {"messages": [{"role": "user", "content": "what about Tom?"}], "metadata": {"user_id": "u1"}}
-    inlet_ctx = base.HookContext("echo_memory", "inlet", {"id": "u1"}, bodies.turn_ids(inlet), None)
+    inlet_ctx = base.HookContext(
+        "echo_memory", "inlet", {"id": "u1"}, bodies.turn_ids(inlet, {"id": "u1"}), None
+    )
     assert await flt.inlet(inlet, inlet_ctx) == inlet
     assert REGISTRY.get_sample_value("echo_memory_recalls_total", {"outcome": "error"}) == errors_before + 1

@@ -102,7 +102,7 @@ async def test_a_chat_is_distilled_in_the_background_and_recalled_in_a_later_cha
     await play(service, messages, "alice")  # replayed outlets add nothing
     assert len(await service.jobs()) == 3
 
-    listed = (await service.http.get("/memories", params={"user_id": "alice"})).json()
+    listed = (await service.admin.get("/memories", params={"user_id": "alice"})).json()
     assert listed["total"] >= 1
     windows = [w for memory in listed["data"] for w in memory["provenance"]]
     assert len(windows) == 3
@@ -126,7 +126,7 @@ async def test_a_chat_is_distilled_in_the_background_and_recalled_in_a_later_cha
         "echo_memory", "inlet", inlet_body("Which temples should we see in Kyoto?", "c9", "bob"), "bob"
     )
     assert memories_block(other) is None  # another user never sees alice's memories
-    assert (await service.http.get("/memories", params={"user_id": "bob"})).json()["total"] == 0
+    assert (await service.admin.get("/memories", params={"user_id": "bob"})).json()["total"] == 0
 
 
 @pytest.fixture
@@ -147,7 +147,7 @@ async def test_small_talk_makes_no_memory_and_costs_no_llm_call(exchanges: Memor
     discarded = sample("echo_memory_discarded_total", reason="small_talk")
     await play(exchanges, chat([("Hi there!", "Hello! How can I help you today?")]), "carol")
     await exchanges.drained()
-    assert (await exchanges.http.get("/memories", params={"user_id": "carol"})).json()["total"] == 0
+    assert (await exchanges.admin.get("/memories", params={"user_id": "carol"})).json()["total"] == 0
     assert sample("echo_memory_discarded_total", reason="small_talk") == discarded + 1
     assert sample("echo_llm_offline_total", purpose="distill") == llm_calls
     assert [job["state"] for job in await exchanges.jobs()] == ["done"]
@@ -159,14 +159,14 @@ async def test_the_same_fact_again_touches_the_memory_and_a_new_one_merges_keepi
     first = FACTS[0]
     await play(exchanges, chat([first], "c1-"), "dave", "c1")
     await exchanges.drained()
-    [created] = (await exchanges.http.get("/memories", params={"user_id": "dave"})).json()["data"]
+    [created] = (await exchanges.admin.get("/memories", params={"user_id": "dave"})).json()["data"]
     assert created["version"] == 1
 
     touched_before = sample("echo_memories_total", outcome="touched")
     await play(exchanges, chat([FACTS[2], first], "c2-"), "dave", "c2")  # same exchange, other history
     await exchanges.drained()
     assert sample("echo_memories_total", outcome="touched") >= touched_before + 1
-    again = (await exchanges.http.get(f"/memories/{created['id']}", params={"user_id": "dave"})).json()
+    again = (await exchanges.admin.get(f"/memories/{created['id']}", params={"user_id": "dave"})).json()
     assert again["version"] >= 1
     assert again["updated_at"] > created["updated_at"]
     assert {w["chat_id"] for w in again["provenance"]} == {"c1", "c2"}
@@ -177,7 +177,7 @@ async def test_the_same_fact_again_touches_the_memory_and_a_new_one_merges_keepi
     )
     await play(exchanges, chat([update], "c3-"), "dave", "c3")
     await exchanges.drained()
-    merged = (await exchanges.http.get(f"/memories/{created['id']}", params={"user_id": "dave"})).json()
+    merged = (await exchanges.admin.get(f"/memories/{created['id']}", params={"user_id": "dave"})).json()
     assert merged["version"] == again["version"] + 1
     assert "Nara" in merged["summary"]
     assert "Kyoto" in merged["summary"]  # every fact of both kept
@@ -191,7 +191,7 @@ async def test_the_memory_api_searches_reads_and_deletes_one_users_memories(serv
     await play(service, chat(FACTS), "erin")
     await play(service, chat(FACTS), "frank")
     await service.drained()
-    http = service.http
+    http = service.admin
     found = (
         await http.post("/memories/search", json={"user_id": "erin", "query": "peanut allergy", "k": 3})
     ).json()
@@ -224,6 +224,9 @@ async def test_the_memory_api_searches_reads_and_deletes_one_users_memories(serv
     assert (
         await http.get("/memories", params={"user_id": "erin"}, headers={"Authorization": "Bearer no"})
     ).status_code == 401
+    hooks_key = await service.http.get("/memories", params={"user_id": "erin"})  # Open WebUI's key
+    assert hooks_key.status_code == 403
+    assert "ECHO_ADMIN_KEY" in hooks_key.json()["detail"]
 
 
 async def test_forgetting_a_user_deletes_every_trace_of_them_and_nobody_else(service: MemoryService) -> None:
@@ -231,7 +234,7 @@ async def test_forgetting_a_user_deletes_every_trace_of_them_and_nobody_else(ser
     await play(service, chat(FACTS), "hugo")
     await service.drained()
     await service.hook("echo_memory", "outlet", outlet_body(chat(FACTS + FACTS[:1])), "gina")  # a queued job
-    answer = await service.http.delete("/users/gina")
+    answer = await service.admin.delete("/users/gina")
     assert answer.status_code == 200, answer.text
     deleted = answer.json()["deleted"]
     assert deleted["jobs_and_memories"]["memories"] >= 1
@@ -243,10 +246,10 @@ async def test_forgetting_a_user_deletes_every_trace_of_them_and_nobody_else(ser
         assert await store.fetchval(f"SELECT count(*) FROM {table} WHERE user_id = 'gina'") == 0, table
     assert await store.fetchval("SELECT count(*) FROM jobs WHERE payload->>'user_id' = 'gina'") == 0
     assert (
-        await service.http.post("/memories/search", json={"user_id": "gina", "query": "Kyoto"})
+        await service.admin.post("/memories/search", json={"user_id": "gina", "query": "Kyoto"})
     ).json() == {"data": []}
-    assert (await service.http.get("/memories", params={"user_id": "hugo"})).json()["total"] >= 1
-    assert (await service.http.delete("/users/gina")).json()["deleted"]["jobs_and_memories"]["memories"] == 0
+    assert (await service.admin.get("/memories", params={"user_id": "hugo"})).json()["total"] >= 1
+    assert (await service.admin.delete("/users/gina")).json()["deleted"]["jobs_and_memories"]["memories"] == 0
 
 
 async def test_the_tool_server_searches_the_calling_users_memories_only(service: MemoryService) -> None:

@@ -66,7 +66,7 @@ async def test_the_model_answers_the_schema_and_an_invalid_answer_is_repaired_on
     gemini.reply_json(VALID)
     await service.hook("echo_memory", "outlet", outlet_body(WINDOW), "lea")
     await service.drained()
-    [memory] = (await service.http.get("/memories", params={"user_id": "lea"})).json()["data"]
+    [memory] = (await service.admin.get("/memories", params={"user_id": "lea"})).json()["data"]
     assert memory["summary"] == VALID["summary"]
     assert (memory["memory_id"], memory["memory_importance"]) == ("lea_cellist_elgar", 4)
     first, repair = distillations(gemini)
@@ -90,7 +90,7 @@ async def test_a_second_invalid_answer_dead_letters_the_job_with_the_raw_text(
     assert job["state"] == "dead"
     assert "invalid distillation after one repair" in job["last_error"]
     assert '"summary": 42' in job["last_error"]
-    assert (await service.http.get("/memories", params={"user_id": "mia"})).json()["total"] == 0
+    assert (await service.admin.get("/memories", params={"user_id": "mia"})).json()["total"] == 0
 
 
 async def test_the_model_may_say_nothing_is_worth_remembering(
@@ -99,7 +99,7 @@ async def test_the_model_may_say_nothing_is_worth_remembering(
     gemini.reply_json({**VALID, "worth_remembering": False})
     await service.hook("echo_memory", "outlet", outlet_body(WINDOW), "noa")
     await service.drained()
-    assert (await service.http.get("/memories", params={"user_id": "noa"})).json()["total"] == 0
+    assert (await service.admin.get("/memories", params={"user_id": "noa"})).json()["total"] == 0
     [outcome] = await service.store.fetch("SELECT outcome, reason FROM memory_windows WHERE user_id = 'noa'")
     assert (outcome["outcome"], outcome["reason"]) == ("discarded", "model")
 
@@ -119,7 +119,7 @@ async def test_a_model_that_is_down_leaves_the_job_queued_and_a_retry_succeeds(
     await service.drained(within=30)  # the queue's backoff, then the model answers
     [job] = await service.jobs()
     assert (job["state"], job["attempts"]) == ("done", 2)
-    [memory] = (await service.http.get("/memories", params={"user_id": "omar"})).json()["data"]
+    [memory] = (await service.admin.get("/memories", params={"user_id": "omar"})).json()["data"]
     assert "Elgar" in memory["summary"]
 
 
@@ -154,7 +154,7 @@ async def test_a_similar_window_is_merged_by_the_model_keeping_both(
         ]
         await service.hook("echo_memory", "outlet", outlet_body(later), "pam")
         await service.drained()
-        [memory] = (await service.http.get("/memories", params={"user_id": "pam"})).json()["data"]
+        [memory] = (await service.admin.get("/memories", params={"user_id": "pam"})).json()["data"]
     merges = [r for r in gemini.requests if "Merge the two memories" in str(r.body.get("systemInstruction"))]
     assert len(merges) == 1
     assert "<old_memory>" in str(merges[0].body["contents"])

@@ -23,14 +23,15 @@ def test_each_hook_is_a_span_with_chat_and_user(client: httpx.Client, spans: InM
     spans.clear()
     body = {
         "messages": [{"role": "user", "content": "hi"}],
-        "metadata": {"chat_id": "chat-9", "user_id": "u-9"},
+        "metadata": {"chat_id": "chat-9", "user_id": "someone-else"},  # a body claim: not the user
     }
-    assert client.post("/echo_memory/filter/inlet", json={"body": body}).status_code == 200
+    call = {"body": body, "user": {"id": "u-9"}}
+    assert client.post("/echo_memory/filter/inlet", json=call).status_code == 200
     (span,) = [s for s in spans.get_finished_spans() if s.name == "echo.inlet"]
     assert span.attributes is not None
     assert span.attributes["echo.filter"] == "echo_memory"
     assert span.attributes["echo.chat_id"] == "chat-9"
-    assert span.attributes["echo.user_id"] == "u-9"
+    assert span.attributes["echo.user_id"] == "u-9"  # the user Open WebUI attached
 
 
 def test_a_traceparent_header_continues_the_callers_trace(

@@ -188,3 +188,30 @@ def test_a_non_streamed_answer_that_breaks_is_an_error_status(
     answer = pipe_client.post("/chat/completions", json=request(False))
     assert answer.status_code == 502
     assert "backend died" in answer.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_lone_surrogate_in_the_answer_is_replaced_and_the_answer_goes_on(
+    pipe_client: httpx.Client, gemini: FakeGemini, stream: bool
+) -> None:
+    """Gemini may send a lone surrogate escape: no UTF-8 can carry it. It used to be a 500 (not
+    streamed) or the end of the stream; it becomes U+FFFD and every later word still arrives."""
+    gemini.reset()
+    gemini.reply_stream(["Half \ud800 an", " answer \udc00 and", " the rest."], thought_chunks=["hm \ud83d"])
+    if stream:
+        with pipe_client.stream("POST", "/chat/completions", json=request(True)) as answer:
+            assert answer.status_code == 200
+            events = sse_events("".join(answer.iter_text()))
+        assert events[-1] == "[DONE]"
+        assert not any("error" in event for event in events[:-1])
+        deltas = [event["choices"][0]["delta"] for event in events[:-1]]
+        content = "".join(delta.get("content", "") for delta in deltas)
+        reasoning = "".join(delta.get("reasoning_content", "") for delta in deltas)
+        assert events[-2]["choices"][0]["finish_reason"] == "stop"
+    else:
+        answer = pipe_client.post("/chat/completions", json=request(False))
+        assert answer.status_code == 200, answer.text
+        message = answer.json()["choices"][0]["message"]
+        content, reasoning = message["content"], message["reasoning_content"]
+    assert content == "Half \ufffd an answer \ufffd and the rest."
+    assert reasoning == "hm \ufffd"

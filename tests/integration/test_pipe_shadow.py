@@ -686,3 +686,39 @@ async def test_a_malformed_body_is_a_422_naming_the_field_and_stores_nothing(
     assert answer.status_code == 422
     assert field in answer.json()["detail"]["message"]
     assert await rows(store, "suture_index") == 0
+
+
+async def test_a_nul_and_a_lone_surrogate_in_a_turn_are_stored_and_found_again(
+    http: httpx.AsyncClient, gemini: FakeGemini, store: Store, vectors: InMemoryVectorStore
+) -> None:
+    """PostgreSQL refuses NUL and lone surrogates: the shadow stores U+FFFD in their place, keyed by
+    the hash of the original text, so the next turn still finds the turn's rows (call, result and
+    signatures). A lone surrogate from Gemini is replaced before anything else sees it."""
+    question = [{"role": "user", "content": "What is\x00 my dog's name?"}]
+    gemini.reply_function_calls([("search_memories", {"query": "dog\x00 name \ud800"})], SIG_CALL)
+    gemini.reply_text(
+        "Your dog\x00 \ud800 is Pixel.", thought="thinking \udc00", thought_signature=SIG_ANSWER
+    )
+    answer, _ = await turn(http, question)
+    # UTF-8 carries a NUL: sent on as it is; a lone surrogate it cannot carry: U+FFFD.
+    assert (answer.content, answer.reasoning) == ("Your dog\x00 \ufffd is Pixel.", "thinking \ufffd")
+    journal = await store.fetchrow("SELECT arguments FROM tool_journal WHERE user_id = $1", USER["id"])
+    assert journal is not None
+    assert journal["arguments"] == {"query": "dog\ufffd name \ufffd"}
+
+    gemini.reply_text("You are welcome.")
+    history = [
+        *question,
+        {"role": "assistant", "content": answer.content},
+        {"role": "user", "content": "Thanks\x00"},
+    ]
+    await turn(http, history)
+    sent = gemini.requests[-1].body["contents"]
+    assert [c["role"] for c in sent] == ["user", "model", "user", "model", "user"]
+    # The call as Gemini wrote it (its rich form keeps the arguments' JSON text, where a NUL is an
+    # escape PostgreSQL's json type keeps), the lone surrogate replaced.
+    assert sent[1]["parts"][0]["functionCall"]["args"] == {"query": "dog\x00 name \ufffd"}
+    assert signed(sent[1]["parts"][0]) == SIG_CALL
+    *_, said = sent[3]["parts"]  # after the thought, the text that carries the signature
+    assert said["text"] == answer.content
+    assert signed(said) == SIG_ANSWER

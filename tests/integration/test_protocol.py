@@ -152,7 +152,10 @@ def test_oversized_body_gets_413(tmp_path: Path, auth: dict[str, str]) -> None:
                 yield b"y" * 512
             yield b'"}]}}'
 
-        assert http.post("/echo_context/filter/inlet", content=chunked()).status_code == 413
+        json_type = {"content-type": "application/json"}
+        assert (
+            http.post("/echo_context/filter/inlet", content=chunked(), headers=json_type).status_code == 413
+        )
         small = {"body": {"messages": [{"role": "user", "content": "ok"}]}}
         assert http.post("/echo_context/filter/inlet", json=small).status_code == 200
 

@@ -87,7 +87,7 @@ def test_search_session_context_is_said_to_be_served(client: httpx.Client) -> No
     assert "/tools/search_session_context" in paths
 
 
-def test_manual_compaction_is_said_to_be_served(client: httpx.Client) -> None:
+def test_manual_compaction_is_said_to_be_served(client: httpx.Client, admin: dict[str, str]) -> None:
     text = README.read_text(encoding="utf-8")
     assert "manual compaction" not in row_about("`echo_compression`")  # not among what "comes later"
     compression = text.split("## Context compression", 1)[1].split("\n## ", 1)[0]
@@ -95,6 +95,6 @@ def test_manual_compaction_is_said_to_be_served(client: httpx.Client) -> None:
     http_section = text.split("## HTTP interface", 1)[1].split("\n## ", 1)[0]
     assert "POST /chats/{chat_id}/compact" in http_section
     assert "`compact CHAT_ID" in text.split("`echoctl` commands:", 1)[1].split("\n\n", 1)[0]
-    answer = client.post("/chats/c1/compact", json={"user_id": "u1"})
+    answer = client.post("/chats/c1/compact", json={"user_id": "u1"}, headers=admin)
     assert answer.status_code == 503  # served; this app has no store behind it
     assert "no store" in answer.json()["detail"]

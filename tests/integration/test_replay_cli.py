@@ -117,6 +117,20 @@ def test_an_export_is_replayed_with_summaries_and_the_user_forgotten(
     assert last[7] == "msgs"  # a summary stands for the oldest turns
     assert "summary injected from turn" in out
     assert "!" not in out  # no hook failed or fell back
+    # The table is the table: its header names the units, and no log line lands inside it; what
+    # was logged meanwhile comes after the chat's lines (the offline provider says so).
+    lines = out.splitlines()
+    columns = next(i for i, line in enumerate(lines) if line.split()[:3] == ["turn", "in", "out"])
+    assert lines[columns - 1].split() == ["messages", "tokens", "summary", "time", "(ms)"]
+    body = lines[columns + 2 : columns + 2 + len(table)]
+    assert [line.split() for line in body] == table
+    legend = next(i for i, line in enumerate(lines) if line.startswith("messages: in = what Open WebUI"))
+    assert legend == columns + 2 + len(table)
+    logged = next(i for i, line in enumerate(lines) if line.startswith("logged during the replay"))
+    assert logged > legend
+    assert lines[logged + 1].startswith("  warning llm_offline: reason=ECHO_LLM_PROVIDER=offline")
+    assert out.count("llm_offline") == 1
+    assert lines[columns - 2] == "Planning (openwebui, 30 turns, 60 messages)"  # the chat's title
 
     async def left() -> tuple[int, int, list[str]]:
         connection = await asyncpg.connect(testing.test_dsn())

@@ -7,11 +7,13 @@ import functools
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from fakes.live_server import LiveServer
 from prometheus_client import REGISTRY
+from structlog.testing import capture_logs
 
 from echo import runtime, supervision
 from echo.config.settings import Settings
@@ -19,6 +21,7 @@ from echo.embeddings import base as embeddings_base
 from echo.embeddings import factory as embeddings_factory
 from echo.embeddings.fake import FakeEmbedder
 from echo.hooks import create_app
+from echo.jobs.queue import JobQueue
 from echo.runtime import Runtime
 from echo.store import pool, tenancy, testing
 from echo.vectors import factory as vectors_factory
@@ -107,6 +110,9 @@ def serve_settings(dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     asyncio.run(testing.drop_schema(dsn, tenancy.schema_for(tenant)))
 
 
+_real_vectors = vectors_factory.vector_store_from_settings
+
+
 def _failures(task: str) -> float:
     return REGISTRY.get_sample_value("echo_background_task_failures_total", {"task": task}) or 0.0
 
@@ -151,3 +157,75 @@ def test_readyz_names_a_failed_warm_up_and_the_app_shuts_down_cleanly(serve_sett
     assert "PermissionError" in checks["embedder"]["error"]
     assert checks["store"] == {"ok": True}
     assert supervisor.readiness()["tasks"]["worker-loop"]["state"] == "done"  # ended by shutdown
+
+
+# -- what a newcomer is told: where to point Open WebUI once ready, and who runs the jobs ----------
+
+
+@pytest.fixture
+def external_db_settings(dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    """`echoctl serve` on the test PostgreSQL (ECHO_DATABASE_URL set, ECHO_INPROCESS_WORKER unset)."""
+    tenant = testing.unique_tenant("rt")
+    monkeypatch.setattr(embeddings_factory, "embedder_from_settings", lambda _: FakeEmbedder(dimension=8))
+    yield Settings(data_dir=tmp_path, database_url=dsn, tenant=tenant, host="0.0.0.0", port=9123)
+    asyncio.run(testing.drop_schema(dsn, tenancy.schema_for(tenant)))
+
+
+async def _ready(opened: Runtime) -> dict[str, dict[str, Any]]:
+    deadline = time.monotonic() + 10
+    while not (checks := await opened.readiness())["vectors"]["ok"]:
+        assert time.monotonic() < deadline, checks
+        await asyncio.sleep(0.02)
+    return checks
+
+
+async def test_an_explicit_no_worker_is_said_as_information(external_db_settings: Settings) -> None:
+    settings = external_db_settings.model_copy(update={"inprocess_worker": False})
+    with capture_logs() as logs:
+        async with runtime.open_runtime(settings) as opened:
+            assert opened.worker is None
+            await opened.close_vectors()
+    said = [entry for entry in logs if entry["event"] == "jobs_not_run_here"]
+    assert [entry["log_level"] for entry in said] == ["info"]
+    assert "ECHO_INPROCESS_WORKER=false" in said[0]["reason"]
+
+
+async def test_with_a_database_url_and_no_worker_setting_no_job_runs_here_and_it_is_said(
+    external_db_settings: Settings,
+) -> None:
+    with capture_logs() as logs:
+        async with runtime.open_runtime(external_db_settings) as opened:
+            assert opened.worker is None
+            checks = await _ready(opened)
+            await JobQueue(opened.store).enqueue("summary", {"chat_id": "c1"}, idempotency_key="waiting")
+            jobs = (await opened.readiness())["jobs"]
+            await opened.close_vectors()
+    said = [entry for entry in logs if entry["event"] == "jobs_not_run_here"]
+    assert len(said) == 1
+    assert said[0]["log_level"] == "warning"
+    assert "ECHO_INPROCESS_WORKER=true" in said[0]["fix"]
+    assert "echoctl worker" in said[0]["fix"]
+    assert checks["jobs"]["ok"] is True  # the distiller may run elsewhere: never unready for it
+    assert jobs["in_process"] is False
+    assert jobs["pending"] == 1
+    assert "ECHO_INPROCESS_WORKER=true" in jobs["note"]
+    [ready] = [entry for entry in logs if entry["event"] == "ready"]
+    assert ready["url"] == "http://<this machine's address>:9123"
+    assert "Connections" in ready["message"]
+    assert "no job runs in this process" in ready["message"]
+
+
+async def test_with_an_in_process_worker_readyz_says_so_and_ready_is_logged_once(
+    serve_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vectors_factory, "vector_store_from_settings", _real_vectors)
+    with capture_logs() as logs:
+        async with runtime.open_runtime(serve_settings.model_copy(update={"port": 9124})) as opened:
+            checks = await _ready(opened)
+            await opened.readiness()
+            await opened.close_vectors()
+    assert checks["jobs"] == {"ok": True, "in_process": True, "pending": 0}
+    assert not [entry for entry in logs if entry["event"] == "jobs_not_run_here"]
+    [ready] = [entry for entry in logs if entry["event"] == "ready"]
+    assert ready["url"] == "http://127.0.0.1:9124"
+    assert "no job runs" not in ready["message"]

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from echo.config.settings import Settings
@@ -22,11 +30,18 @@ pytest.importorskip(
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
+def data_dir() -> Iterator[Path]:
     # As root the wheel runs the server as a system user of its own, which must reach this directory:
-    # the wheel opens the directories above it (g+rx, o+rx) itself. pytest's short tmp paths also keep
-    # the unix socket path under its 107-byte limit.
-    return tmp_path / "echo"
+    # the wheel opens the directories above it (g+rx, o+rx) itself. Not under tmp_path: every pytest
+    # session closes `pytest-of-<user>` to others again (0700), which breaks a server of a concurrent
+    # session. A short path also keeps the unix socket path under its 107-byte limit.
+    top = Path(tempfile.mkdtemp(prefix="echo-embedded-"))
+    try:
+        yield top / "echo"
+    finally:
+        for pid in _postgres_on(top / "echo" / "postgres"):  # whatever a failed test left running
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(top, ignore_errors=True)
 
 
 async def test_embedded_postgres_end_to_end(data_dir: Path) -> None:
@@ -99,6 +114,135 @@ def _server_running(pgdata: Path) -> bool:
     if not pid_file.exists():
         return False
     pid = int(pid_file.read_text().split()[0])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _postgres_on(pgdata: Path) -> list[int]:
+    import psutil
+
+    return [
+        process.info["pid"]
+        for process in psutil.process_iter(attrs=["pid", "name", "cmdline"])
+        if process.info["name"] == "postgres" and str(pgdata) in (process.info["cmdline"] or [])
+    ]
+
+
+KILLED_USER = """
+import os, signal, sys
+from pathlib import Path
+from echo.store import embedded
+embedded.EmbeddedPostgres(Path(sys.argv[1])).start_sync()
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_user_killed_with_sigkill_is_forgotten_and_the_last_user_stops_the_server(
+    data_dir: Path,
+) -> None:
+    pgdata = data_dir / "postgres"
+    killed = subprocess.run([sys.executable, "-c", KILLED_USER, str(pgdata)], timeout=60, check=False)
+    assert killed.returncode == -signal.SIGKILL
+    postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
+    assert _server_running(pgdata)  # detached by pg_ctl: it outlives its user
+    _dead_pid(pgdata)  # still listed as a user
+    server = embedded.EmbeddedPostgres(pgdata)
+    server.start_sync()
+    assert int((pgdata / "postmaster.pid").read_text().split()[0]) == postmaster  # adopted
+    assert json.loads((pgdata / embedded.HANDLES).read_text()) == [os.getpid()]  # the dead user: gone
+    server.stop_sync()
+    assert not _server_running(pgdata)
+    assert _postgres_on(pgdata) == []
+
+
+def _dead_pid(pgdata: Path) -> int:
+    [pid] = json.loads((pgdata / embedded.HANDLES).read_text())
+    assert not _server_running_pid(pid)
+    return int(pid)
+
+
+def test_a_reused_pid_is_no_user_but_a_live_one_keeps_the_server(data_dir: Path) -> None:
+    pgdata = data_dir / "postgres"
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        server = embedded.EmbeddedPostgres(pgdata)
+        server.start_sync()
+        import psutil
+
+        started = psutil.Process(other.pid).create_time()
+        pids = json.loads((pgdata / embedded.HANDLES).read_text())
+        starts = json.loads((pgdata / embedded.STARTS).read_text())
+        assert pids == [os.getpid()]
+        assert list(starts) == [str(os.getpid())]
+        # A user that registered with the pid `sleep` has now, but started before it: the pid was reused.
+        (pgdata / embedded.HANDLES).write_text(json.dumps([other.pid, *pids]))
+        (pgdata / embedded.STARTS).write_text(json.dumps({**starts, str(other.pid): started - 100}))
+        server.stop_sync()
+        assert not _server_running(pgdata)
+
+        server.start_sync()  # `sleep` as a live user this time: the server stays for it
+        pids = json.loads((pgdata / embedded.HANDLES).read_text())
+        starts = json.loads((pgdata / embedded.STARTS).read_text())
+        (pgdata / embedded.HANDLES).write_text(json.dumps([other.pid, *pids]))
+        (pgdata / embedded.STARTS).write_text(json.dumps({**starts, str(other.pid): started}))
+        server.stop_sync()
+        assert _server_running(pgdata)
+        assert json.loads((pgdata / embedded.HANDLES).read_text()) == [other.pid]
+    finally:
+        other.kill()
+        other.wait()
+    server = embedded.EmbeddedPostgres(pgdata)  # its last user gone, the next stop stops it
+    server.start_sync()
+    server.stop_sync()
+    assert not _server_running(pgdata)
+
+
+def test_a_stale_postmaster_pid_naming_another_process_does_not_block_the_start(
+    data_dir: Path,
+) -> None:
+    """A container restarted on its volume: postmaster.pid names a pid that another process has now."""
+    pgdata = data_dir / "postgres"
+    server = embedded.EmbeddedPostgres(pgdata)
+    server.start_sync()
+    lines = (pgdata / "postmaster.pid").read_text().splitlines()
+    server.stop_sync()
+    assert not (pgdata / "postmaster.pid").exists()
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        (pgdata / "postmaster.pid").write_text("\n".join([str(other.pid), *lines[1:]]) + "\n")
+        dsn = server.start_sync()
+        try:
+            assert int((pgdata / "postmaster.pid").read_text().split()[0]) != other.pid
+            assert asyncio.run(_select_one(dsn)) == 1  # a real server, not the process in the file
+        finally:
+            server.stop_sync()
+    finally:
+        other.kill()
+        other.wait()
+    assert not _server_running(pgdata)
+
+
+async def test_two_objects_of_one_process_share_the_server_until_the_last_stops(data_dir: Path) -> None:
+    first, second = (embedded.EmbeddedPostgres(data_dir / "postgres") for _ in range(2))
+    assert await first.start() == await second.start()
+    await first.stop()
+    assert _server_running(data_dir / "postgres")
+    await second.stop()
+    assert not _server_running(data_dir / "postgres")
+
+
+async def _select_one(dsn: str) -> int:
+    connection = await asyncpg.connect(dsn)
+    try:
+        return int(await connection.fetchval("SELECT 1"))
+    finally:
+        await connection.close()
+
+
+def _server_running_pid(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

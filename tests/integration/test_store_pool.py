@@ -218,3 +218,91 @@ async def test_the_pool_releases_the_session_locks_a_connection_declared(store: 
             )
     finally:
         await one.close()
+
+
+# -- text PostgreSQL cannot hold: NUL and lone surrogates (issue 18, part 6) ------------------------
+
+UNSTORABLE = "before\x00after \ud800 lone \udc00 low, pair \ud83d\ude00 and 😀"
+STORED = "before\ufffdafter \ufffd lone \ufffd low, pair 😀 and 😀"
+
+
+@pytest.fixture
+async def texts(store: Store) -> Store:
+    await store.execute("CREATE TABLE texts (id serial, t text, ts text[], j jsonb, js jsonb[], plain json)")
+    return store
+
+
+async def test_text_parameters_are_stored_with_the_replacement_character(texts: Store) -> None:
+    await texts.execute(
+        "INSERT INTO texts (t, ts) VALUES ($1, $2), ($3, $4)",
+        UNSTORABLE,
+        ["ok", UNSTORABLE, "\x00"],
+        "clean",
+        ["été", "夏"],
+    )
+    rows = await texts.fetch("SELECT t, ts FROM texts ORDER BY id")
+    assert [tuple(row) for row in rows] == [(STORED, ["ok", STORED, "\ufffd"]), ("clean", ["été", "夏"])]
+    # A lookup by the same text finds it: every parameter is made storable, not only the written ones.
+    assert await texts.fetchval("SELECT id FROM texts WHERE t = $1", UNSTORABLE) == 1
+    assert await texts.fetchval("SELECT count(*) FROM texts WHERE t = ANY($1::text[])", [UNSTORABLE]) == 1
+    async with texts.transaction() as connection:
+        assert await connection.fetchrow("SELECT t FROM texts WHERE t = $1", UNSTORABLE) == (STORED,)
+
+
+async def test_json_values_are_stored_with_the_replacement_character_keys_included(texts: Store) -> None:
+    value = {"text": UNSTORABLE, "key\x00": [1, "\udbff", {"deep\ud800": None}], "n": 2.5}
+    stored = {"text": STORED, "key\ufffd": [1, "\ufffd", {"deep\ufffd": None}], "n": 2.5}
+    await texts.execute(
+        "INSERT INTO texts (j, js, plain) VALUES ($1, $2, $3::json)", value, [value, {"a": "\x00"}], value
+    )
+    row = await texts.fetchrow("SELECT j, js, plain FROM texts")
+    assert row is not None
+    assert row["j"] == stored
+    assert row["js"] == [stored, {"a": "\ufffd"}]
+    assert row["plain"] == stored
+    # Escapes typed as text (a backslash, then "u0000") are text, kept as they are.
+    typed = {"code": "print('\\u0000', '\\ud800')", "path": "C:\\\\u0000"}
+    await texts.execute("UPDATE texts SET j = $1", typed)
+    assert await texts.fetchval("SELECT j FROM texts") == typed
+
+
+async def test_a_refused_value_is_a_data_error_that_says_so(texts: Store) -> None:
+    with pytest.raises(errors.DataRefused) as server_side:
+        await texts.fetchval("SELECT $1::text::integer", "twelve")
+    assert server_side.value.sqlstate == "22P02"
+    with pytest.raises(errors.DataRefused) as client_side:
+        await texts.execute("INSERT INTO texts (id) VALUES ($1)", "not a number")
+    for caught in (server_side.value, client_side.value):
+        assert isinstance(caught, errors.PermanentStoreError)
+        assert not caught.transient
+        assert errors.describe(caught).startswith("the store refused a value")
+    with pytest.raises(errors.DataRefused):
+        await texts.execute("INSERT INTO texts (j) VALUES ($1)", {"n": float("nan")})
+    assert await texts.fetchval("SELECT count(*) FROM texts") == 0
+
+
+def test_status_lines_tell_the_real_reason_of_a_store_error() -> None:
+    assert (
+        errors.describe(errors.TransientStoreError("ConnectionRefusedError: …")) == "the store is unavailable"
+    )
+    refused = errors.DataRefused(
+        'CharacterNotInRepertoireError: invalid byte sequence for encoding "UTF8": 0x00', sqlstate="22021"
+    )
+    assert errors.describe(refused) == (
+        'the store refused a value (invalid byte sequence for encoding "UTF8": 0x00)'
+    )
+    assert errors.describe(errors.DataRefused("x" * 500)).endswith("…)")
+    assert len(errors.describe(errors.DataRefused("x" * 500))) < 160
+    assert errors.describe(errors.ConstraintViolation("UniqueViolationError: dup", sqlstate="23505")) == (
+        "the store refused the write (dup)"
+    )
+    assert errors.describe(errors.PermanentStoreError("UndefinedTableError: no jobs", sqlstate="42P01")) == (
+        "the store failed (no jobs)"
+    )
+    # Not used at all (a closed pool, an embedded server that did not start): unavailable.
+    assert errors.describe(errors.PermanentStoreError("InterfaceError: pool is closed")) == (
+        "the store is unavailable"
+    )
+    assert errors.describe(errors.DataRefused("DataError: x"), "the summary store") == (
+        "the summary store refused a value (x)"
+    )

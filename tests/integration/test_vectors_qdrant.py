@@ -191,6 +191,8 @@ class FakeQdrantServer:
             return self.ok(self.info(name))
         if parts[-1] == "count":
             return self.ok({"count": 0})
+        if request.method == "PUT" and parts[-1] == "points":
+            return self.ok({"operation_id": 2, "status": "completed"})
         return JSONResponse({"status": {"error": "not faked"}}, status_code=404)
 
     def info(self, name: str) -> dict[str, Any]:
@@ -257,4 +259,44 @@ async def test_server_errors_become_domain_errors(
     assert caught.value.retryable is retryable
     with pytest.raises(VectorStoreError):
         await store.check()
+    await store.aclose()
+
+
+@pytest.mark.parametrize("where", ["server", "local"])
+async def test_text_qdrant_cannot_carry_is_stored_with_the_replacement_character(
+    qdrant_server: tuple[FakeQdrantServer, str], where: str
+) -> None:
+    """A lone surrogate cannot be sent as JSON (UTF-8 cannot encode it); NUL is replaced too, as in
+    PostgreSQL, so that both stores keep the same text and filters match what was stored."""
+    server, url = qdrant_server
+    store = QdrantVectorStore.connect(dimension=4, url=url if where == "server" else None)
+    point = Point(
+        id="m\ud800",
+        vector=[1.0, 0, 0, 0],
+        user_id="u\x00",
+        chat_id="c\x00",
+        payload={"text": "a\x00b \ud83d", "tags\udc00": ["\ud800x"]},
+    )
+    await store.upsert(Kind.MEMORY, [point])
+    assert await store.count(Kind.MEMORY, user_id="u\x00", chat_id="c\x00") == (0 if where == "server" else 1)
+    if where == "server":
+        [upserted] = [body for method, path, body in server.requests if path.endswith("/points")]
+        [sent] = upserted["points"]
+        assert sent["payload"] == {
+            "text": "a\ufffdb \ufffd",
+            "tags\ufffd": ["\ufffdx"],
+            "_id": "m\ufffd",
+            "user_id": "u\ufffd",
+            "chat_id": "c\ufffd",
+        }
+        counted = [body for _, path, body in server.requests if path.endswith("/count")]
+        assert {"key": "chat_id", "match": {"value": "c\ufffd"}} in counted[-1]["filter"]["must"]
+    else:
+        [record], _ = await store.scroll(Kind.MEMORY, user_id="u\x00", chat_id="c\x00")
+        assert record.payload == {"text": "a\ufffdb \ufffd", "tags\ufffd": ["\ufffdx"]}
+        assert (record.user_id, record.chat_id) == ("u\ufffd", "c\ufffd")
+        assert await store.retrieve(Kind.MEMORY, [point.id], user_id="u\x00") == [record]
+        assert await store.search(Kind.MEMORY, [1.0, 0, 0, 0], user_id="u\x00", chat_id="c\x00")
+        await store.delete(Kind.MEMORY, [point.id], user_id="u\x00")
+        assert await store.count(Kind.MEMORY, user_id="u\x00") == 0
     await store.aclose()

@@ -201,3 +201,65 @@ def test_a_bad_thresholds_valve_beside_a_thresholds_file_names_the_field(value: 
             model_thresholds={"house": {"compression_threshold_tokens": 1000, "max_context_tokens": 50000}},
             source="valves.json",
         )
+
+
+# --- Keys and running without auth (issue 18 items 3 and 4) ---
+
+_KEY = "hooks-key-0123456789"
+_ADMIN = "admin-key-9876543210"
+
+
+@pytest.mark.parametrize("variable", ["ECHO_API_KEY", "ECHO_ADMIN_KEY"])
+@pytest.mark.parametrize("value", ["", "   ", "\n", "\t \r\n"])
+def test_an_empty_key_is_a_configuration_error_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    """An empty key once turned auth off ("every caller is trusted"); now it stops the load."""
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValueError, match=f"{variable}: must not be empty"):
+        Settings()
+
+
+def test_keys_lose_the_whitespace_around_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Secret made from a file keeps its trailing newline; an HTTP header never carries one."""
+    monkeypatch.setenv("ECHO_API_KEY", f"  {_KEY}\n")
+    monkeypatch.setenv("ECHO_ADMIN_KEY", f"{_ADMIN}\r\n")
+    settings = Settings()
+    assert settings.api_key is not None
+    assert settings.admin_key is not None
+    assert (settings.api_key.get_secret_value(), settings.admin_key.get_secret_value()) == (_KEY, _ADMIN)
+    assert settings.allow_unauthenticated is False
+
+
+def test_the_admin_key_must_differ_from_the_hooks_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same value would give the key Open WebUI holds the power to list and forget users."""
+    monkeypatch.setenv("ECHO_API_KEY", _KEY)
+    monkeypatch.setenv("ECHO_ADMIN_KEY", f" {_KEY} ")
+    with pytest.raises(ValueError, match="ECHO_ADMIN_KEY: must differ from ECHO_API_KEY") as caught:
+        Settings()
+    assert _KEY not in str(caught.value)
+
+
+def test_allow_unauthenticated_with_a_hooks_key_is_contradictory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ECHO_API_KEY", _KEY)
+    monkeypatch.setenv("ECHO_ALLOW_UNAUTHENTICATED", "true")
+    with pytest.raises(
+        ValueError, match=r"ECHO_ALLOW_UNAUTHENTICATED: true while ECHO_API_KEY is set"
+    ) as caught:
+        Settings()
+    assert _KEY not in str(caught.value)
+
+
+def test_running_without_auth_is_a_setting_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ECHO_ALLOW_UNAUTHENTICATED", "true")
+    monkeypatch.setenv("ECHO_ADMIN_KEY", _ADMIN)  # the admin API keeps its key even then
+    settings = Settings()
+    assert settings.allow_unauthenticated is True
+    assert settings.api_key is None
+    assert settings.admin_key is not None
+    assert Settings(allow_unauthenticated=False).allow_unauthenticated is False
+
+
+def test_the_bind_address_is_loopback_unless_given() -> None:
+    assert Settings().host == "127.0.0.1"
+    assert Settings(host="0.0.0.0").host == "0.0.0.0"

@@ -1,22 +1,32 @@
-"""Unit tests for echo.masking: secret corpus, near misses, data URIs, idempotence and streaming.
+"""Unit tests for echo.masking: secret corpus, near misses, data URIs, idempotence and streaming, and
+the ways of writing a key that issue 18 found leaking (zero-width characters, fullwidth letters, glued
+or split keys, escapes, base64 private keys, AWS secrets beside their names, odd PEM blocks).
 
 Every fake key is built at run time from pieces, so that the repository holds no literal string that
-a secret scanner would flag.
+a secret scanner would flag. The masking corpus (bench/masking_corpus/corpus.py) runs here too.
 """
 
 from __future__ import annotations
 
 import base64
+import importlib.util
 import itertools
+import json
 import random
+import re
 import string
+import sys
 import time
+import unicodedata
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from echo.masking import SECRET_KINDS, MaskResult, StreamMasker, mask_secrets
+from echo import masking
+from echo.masking import SECRET_KINDS, MaskResult, StreamMasker, mask_secrets, may_hold_secret
 
 LABEL = {kind.name: kind.label for kind in SECRET_KINDS}
 ALNUM = string.ascii_letters + string.digits
@@ -91,6 +101,12 @@ SAMPLES: list[tuple[str, str, str]] = [
     _plain("private_key", pem("EC ", lines=2)),
     _plain("private_key", pem("RSA ", headers="Proc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,1A2B3C\n\n")),
     _plain("private_key", pem("", nl="\\n")),  # JSON-escaped, as in a service-account file
+    _plain("stripe_api_key", "sk_" + "live_" + mixed(99)),
+    _plain("stripe_api_key", "rk_" + "live_" + mixed(24)),
+    _plain("gitlab_token", "glpat-" + mixed(20, ALNUM + "_-")),
+    _plain("huggingface_token", "hf_" + "Ab" + rand(32, string.ascii_letters)),
+    _plain("npm_token", "npm_" + mixed(36)),
+    _plain("google_oauth_client_secret", "GOCSPX-" + mixed(28, ALNUM + "_-")),
 ]
 
 CONTEXTS = [
@@ -129,7 +145,7 @@ NEGATIVES = [
     "const task = 'task-' + id; const ask = `ask-${question}`;",
     "The prefix AIza" + rand(30, ALNUM) + " is too short to be a key.",
     "AKIA" + rand(15, UPPER_DIGITS) + " has only fifteen characters after the prefix.",
-    "xAKIA" + rand(16, UPPER_DIGITS) + " and AKIA" + rand(17, UPPER_DIGITS) + " are parts of longer tokens.",
+    "AKIA" + rand(17, UPPER_DIGITS) + " and xAKIA" + rand(17, UPPER_DIGITS) + " are parts of longer tokens.",
     "id = 123e4567-e89b-12d3-a456-426614174000; commit " + rand(40, "0123456789abcdef"),
     "ghp" + rand(36) + " has no underscore, ghp_" + rand(20) + " is too short.",
     "xoxo, hugs and kisses! xoxo-" + "xoxo-xoxo-xoxo-xoxo",
@@ -248,7 +264,7 @@ def test_stream_latency_stays_small() -> None:
         assert masker.feed(word + " ") == word + " "
     token = rand(1000, B64)
     emitted = masker.feed(token)
-    assert len(token) - len(emitted) <= 272
+    assert len(token) - len(emitted) <= 288
     assert emitted + masker.flush() == token
 
 
@@ -409,3 +425,252 @@ def test_long_private_key_never_leaks_for_any_chunking(data: st.DataObject) -> N
     if END in ending:
         assert out == f"Voici :\n{LABEL['private_key']}\nFin."
     assert masker.counts == {"private_key": 1}
+
+
+# --- what issue 18 found leaking ---------------------------------------------------------------
+
+GOOGLE_KEY = "AIza" + "Sy" + mixed(33)
+OPENAI_KEY = "sk-" + "proj-" + mixed(120, ALNUM + "_-")
+AWS_ID = "AKIA" + rand(16, UPPER_DIGITS)
+AWS_VALUE = aws_secret_value()
+PEM_KEY = pem(lines=10)
+ZWSP = "\u200b"
+
+
+def fullwidth(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if c.isascii() and (c.isalnum() or c in "+/=_-") else c for c in text)
+
+
+def percent(text: str) -> str:
+    return "".join(f"%{byte:02X}" for byte in text.encode())
+
+
+def stray_end(key: str) -> str:
+    lines = key.split("\n")
+    return "\n".join([*lines[:4], "-----" + "END PUBLIC" + " KEY-----", *lines[4:]])
+
+
+G, OL, A, S, P = (
+    LABEL[k]
+    for k in ("google_api_key", "openai_api_key", "aws_access_key_id", "aws_secret_access_key", "private_key")
+)
+# (what leaked, the text, the text once masked)
+EVASIONS = [
+    ("zero-width in a Google key", f"key {GOOGLE_KEY[:4]}{ZWSP}{GOOGLE_KEY[4:]} ok", f"key {G} ok"),
+    ("zero-width in an OpenAI key", f"key {OPENAI_KEY[:4]}{ZWSP}{OPENAI_KEY[4:]} ok", f"key {OL} ok"),
+    ("zero-width in an AWS id", f"id {AWS_ID[:4]}{ZWSP}{AWS_ID[4:]} ok", f"id {A} ok"),
+    ("word joiner and BOM", f"{GOOGLE_KEY[:9]}\u2060{GOOGLE_KEY[9:20]}\ufeff{GOOGLE_KEY[20:]}", G),
+    (
+        "zero-width in BEGIN",
+        "Voici :\n" + PEM_KEY.replace("BEGIN", f"BE{ZWSP}GIN") + "\nFin.",
+        f"Voici :\n{P}\nFin.",
+    ),
+    ("fullwidth letters", f"キー：{fullwidth(GOOGLE_KEY)}。", f"キー：{G}。"),
+    ("glued after _", f"api_key_{GOOGLE_KEY}", f"api_key_{G}"),
+    ("glued after letters", f"myKey{GOOGLE_KEY} and id{AWS_ID}", f"myKey{G} and id{A}"),
+    ("glued keys", GOOGLE_KEY + GOOGLE_KEY + AWS_ID, G + G + A),
+    ("split by a space", f"key {GOOGLE_KEY[:20]} {GOOGLE_KEY[20:]} ok", f"key {G} ok"),
+    ("split by a line break", f"key {OPENAI_KEY[:60]}\n{OPENAI_KEY[60:]}\nok", f"key {OL}\nok"),
+    ("percent-encoded", f"?k={percent(GOOGLE_KEY)}&x=1", f"?k={G}&x=1"),
+    (
+        "JSON \\u escapes",
+        '{"k": "' + "".join(f"\\u{ord(c):04x}" for c in GOOGLE_KEY) + '"}',
+        f'{{"k": "{G}"}}',
+    ),
+    ("HTML entities", "".join(f"&#{ord(c)};" for c in AWS_ID), A),
+    (
+        "base64 of a PEM block",
+        "tls.key: " + base64.b64encode(PEM_KEY.encode()).decode() + "\n",
+        f"tls.key: {P}\n",
+    ),
+    ("AWS secret in YAML", f"secret_access_key: {AWS_VALUE}\n", f"secret_access_key: {S}\n"),
+    ("AWS secret in Terraform", f'secret_key = "{AWS_VALUE}"', f'secret_key = "{S}"'),
+    ("aws configure", f"AWS Secret Access Key [None]: {AWS_VALUE}", f"AWS Secret Access Key [None]: {S}"),
+    (
+        "credentials CSV",
+        f"Access key ID,Secret access key\n{AWS_ID},{AWS_VALUE}\n",
+        f"Access key ID,Secret access key\n{A},{S}\n",
+    ),
+    ("PEM with four dashes", PEM_KEY.replace("-----", "----") + "\nbye", f"{P}\nbye"),
+    (
+        "PEM in lower case",
+        PEM_KEY.replace("RSA PRIVATE" + " KEY", "rsa private" + " key") + "\nbye",
+        f"{P}\nbye",
+    ),
+    ("stray END PUBLIC KEY inside", "Voici :\n" + stray_end(PEM_KEY) + "\nFin.", f"Voici :\n{P}\nFin."),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "expected"), EVASIONS, ids=[e[0] for e in EVASIONS])
+def test_what_a_user_calls_a_leaked_key_is_masked(name: str, text: str, expected: str) -> None:
+    result = mask_secrets(text)
+    assert result.text == expected
+    assert mask_secrets(result.text) == MaskResult(result.text, {})
+    for size in (1, 3, 17):
+        pieces, tail, masker = stream(text, list(range(size, len(text), size)))
+        assert "".join(pieces) + tail == expected
+        assert masker.counts == result.counts
+    assert may_hold_secret(text)
+
+
+def test_a_stray_end_line_never_lets_the_rest_of_the_key_out_of_a_stream() -> None:
+    lines = stray_end(PEM_KEY).split("\n")
+    masker, out = StreamMasker(), ""
+    for line in lines:
+        out += masker.feed(line + "\n")
+        assert not any(body in out for body in lines[1:-1] if len(body) > 30)
+    out += masker.feed("The end.") + masker.flush()
+    assert out == f"{P}\nThe end."
+
+
+def test_base64_pem_blocks_are_found_at_any_alignment_and_wrapped() -> None:
+    for prefix in (b"", b"x", b"xy", b'{"private_key": "'):
+        data = base64.b64encode(prefix + PEM_KEY.encode() + b"\n").decode()
+        for text in (data, "\n".join(data[i : i + 64] for i in range(0, len(data), 64))):
+            result = mask_secrets(f"value: {text}\nnext: 1")
+            assert result.counts == {"private_key": 1}, prefix
+            assert result.text.endswith(f"{P}\nnext: 1") or f"{P}" in result.text
+            assert data[len(data) // 2 : len(data) // 2 + 20] not in result.text
+
+
+def test_a_public_certificate_in_base64_is_left_alone() -> None:
+    cert = (
+        "-----"
+        + "BEGIN CERTIFICATE-----\n"
+        + "\n".join(rand(64, B64) for _ in range(8))
+        + "\n-----END CERTIFICATE-----"
+    )
+    text = "tls.crt: " + base64.b64encode(cert.encode()).decode()
+    assert mask_secrets(text) == MaskResult(text, {})
+
+
+def test_the_view_drops_every_format_character() -> None:
+    """The hard-coded class of invisible characters covers every Cf character Unicode knows."""
+    for code in itertools.chain(range(0x80, 0x30000), range(0xE0000, 0xE1000)):
+        char = chr(code)
+        if unicodedata.category(char) == "Cf":
+            assert masking._fold(char) == "", hex(code)
+
+
+def test_emoji_joiners_and_accents_keep_the_fast_path() -> None:
+    for text in ("famille 👨‍👩‍👧‍👦 et drapeau 🏳️‍🌈", "café — crème brûlée", "中文，没有密钥。"):
+        assert masking._view(text).text == text
+        assert mask_secrets(text) == MaskResult(text, {})
+
+
+MORE_CRAFTED_UNITS = {
+    "zero-width characters": "\u200b",
+    "zero-width inside prefixes": "AI\u200bza",
+    "percent escapes": "%41",
+    "JSON escapes": "\\u0041",
+    "base64 markers": base64.b64encode(b"-----BEGIN ").decode(),
+    "glued google keys": "AIza" + "x" * 35,
+    "aws names and values": "secret_key=" + "A1b" * 13 + "x ",
+    "lower-case headers": "-----begin rsa private" + " key-----\n",
+    "stray END lines": "-----END PUBLIC KEY-----\n",
+}
+
+
+@pytest.mark.parametrize("unit", MORE_CRAFTED_UNITS.values(), ids=list(MORE_CRAFTED_UNITS))
+def test_crafted_evasions_mask_in_linear_time(unit: str) -> None:
+    size = 256 * 1024
+    text = (unit * (size // len(unit) + 1))[:size]
+    started = time.perf_counter()
+    mask_secrets(text)
+    assert time.perf_counter() - started < 2.0
+    masker = StreamMasker()
+    started = time.perf_counter()
+    for at in range(0, len(text), 4096):
+        masker.feed(text[at : at + 4096])
+    masker.flush()
+    assert time.perf_counter() - started < 4.0
+
+
+EVASION_SECRETS = [text for _, text, _ in EVASIONS]
+EVASION_FRAGMENTS = [*FRAGMENTS, ZWSP, "\ufeff", "%4", "%41", "\\u00", "&#", "Ａ", " ", "----", "-----end "]
+evasion_segments = st.lists(
+    st.one_of(
+        st.sampled_from(EVASION_SECRETS + SECRETS),
+        st.lists(st.sampled_from(EVASION_FRAGMENTS), max_size=8).map("".join),
+    ),
+    max_size=5,
+)
+
+
+@FAST
+@given(parts=evasion_segments, data=st.data())
+def test_evasions_stream_like_the_whole_text_and_stay_masked(parts: list[str], data: st.DataObject) -> None:
+    text = "".join(parts)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=30))
+    pieces, tail, masker = stream(text, cuts)
+    expected = mask_secrets(text)
+    assert "".join(pieces) + tail == expected.text
+    assert masker.counts == expected.counts
+    assert mask_secrets(expected.text) == MaskResult(expected.text, {})
+    if expected.counts:
+        assert may_hold_secret(text)
+
+
+# --- the masking corpus (bench/masking_corpus) -----------------------------------------------
+
+CORPUS_PATH = Path(__file__).resolve().parents[2] / "bench" / "masking_corpus" / "corpus.py"
+
+
+def _corpus() -> ModuleType:
+    name = "masking_corpus_for_tests"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, CORPUS_PATH)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _readings(text: str) -> list[str]:
+    """``text`` as a reader could decode it: itself, its masking view, its base64 runs decoded."""
+    out = [text, masking._view(text).text]
+    for run in re.findall(r"[A-Za-z0-9+/]{16,}", "".join(text.split())):
+        out.append(base64.b64decode(run[: len(run) - len(run) % 4]).decode("latin-1"))
+    return out
+
+
+def test_every_corpus_positive_is_masked_whole_and_streamed() -> None:
+    corpus, rng = _corpus(), random.Random(3)
+    positives = corpus.positives()
+    kinds = {p.kind for p in positives}
+    assert kinds == {kind.name for kind in SECRET_KINDS}  # every kind has its positives
+    missed = []
+    for positive in positives:
+        result = mask_secrets(positive.text)
+        readings = _readings(result.text)
+        if not result.counts.get(positive.kind) or any(
+            f in r for f in positive.fragments() for r in readings
+        ):
+            missed.append((positive.kind, positive.variant))
+        cuts = sorted(rng.sample(range(len(positive.text)), min(12, len(positive.text))))
+        pieces, tail, _ = stream(positive.text, cuts)
+        assert "".join(pieces) + tail == result.text, (positive.kind, positive.variant)
+        assert may_hold_secret(positive.text), (positive.kind, positive.variant)
+    assert missed == []
+
+
+def test_corpus_negatives_are_left_alone() -> None:
+    """The repository's code and docs, hashes, UUIDs, base64 images, random base64 and hex, near
+    misses, and the LoCoMo dialogues when ../shared is there."""
+    corpus = _corpus()
+    changed = []
+    for negative in corpus.negatives():
+        result = mask_secrets(negative.text)
+        if result.text != negative.text:
+            changed.append((negative.source, negative.name, dict(result.counts)))
+    assert changed == []
+    assert {"repository code", "hashes", "uuids", "base64 images"} <= {n.source for n in corpus.in_repo()}
+
+
+def test_corpus_is_the_same_every_run() -> None:
+    corpus = _corpus()
+    first, second = corpus.positives(), corpus.positives()
+    assert [p.text for p in first] == [p.text for p in second]
+    assert json.dumps([p.kind for p in first]) == json.dumps([p.kind for p in second])

@@ -175,6 +175,26 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     ),
     ("gemini", {**BASE, "llm": {"apiKeySecretRef": {"name": "g"}}}),
     (
+        "admin-key",
+        {
+            **BASE,
+            "hooks": {"apiKeySecretRef": {"name": "k"}, "adminKeySecretRef": {"name": "k", "key": "admin"}},
+        },
+    ),
+    (
+        "openwebui-pods",
+        {
+            **BASE,
+            "networkPolicy": {
+                "openwebui": {
+                    "namespace": "chat",
+                    "podLabels": {"app.kubernetes.io/component": "open-webui"},
+                },
+                "hooksFrom": [{"ipBlock": {"cidr": "10.0.0.0/8"}}],
+            },
+        },
+    ),
+    (
         "openai",
         {**BASE, "llm": {"provider": "openai", "baseUrl": "http://vllm:8000/v1", "models": ["qwen3"]}},
     ),
@@ -263,6 +283,26 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, bool]] = [
     ),
     ("gemini-without-key", _set("llm", {"provider": "gemini"}), "llm.apiKeySecretRef is required", False),
     ("openai-without-url", _set("llm", {"provider": "openai"}), "llm.baseUrl is required", False),
+    (
+        "admin-key-is-the-hooks-key",
+        _set(
+            "hooks", {"apiKeySecretRef": {"name": "k"}, "adminKeySecretRef": {"name": "k", "key": "api-key"}}
+        ),
+        "hooks.adminKeySecretRef must differ from hooks.apiKeySecretRef",
+        False,
+    ),
+    (
+        "openwebui-pods-without-labels",
+        _set("networkPolicy", {"openwebui": {"namespace": "chat", "podLabels": {}}}),
+        "at least 1 item",
+        True,
+    ),
+    (
+        "openwebui-bad-namespace",
+        _set("networkPolicy", {"openwebui": {"namespace": "Chat_NS", "podLabels": {"app": "open-webui"}}}),
+        "should match pattern",
+        True,
+    ),
     (
         "openwebui-key-without-url",
         _set("openwebui", {"apiKeySecretRef": {"name": "o"}}),

@@ -187,6 +187,7 @@ def test_hooks_deployment_service_probes_and_env() -> None:
     env = env_of(hooks)
     assert env["ECHO_HOST"] == "0.0.0.0"
     assert env["ECHO_PORT"] == "9099"
+    assert env["ECHO_INPROCESS_WORKER"] == "false"  # the distiller pool runs the jobs
     assert env["ECHO_TENANT"] == "tenants-acme-" + hashlib.sha256(b"tenants/acme").hexdigest()[:12]
     assert env["ECHO_API_KEY"] == secret("acme-api-key", "api-key")
     assert env["ECHO_DATABASE_URL"] == secret("db", "dsn")
@@ -227,6 +228,42 @@ def test_hooks_options() -> None:
     assert env_of(hooks)["ECHO_LOG_LEVEL"] == "DEBUG"
     assert find(manifests, "Service", "acme-hooks")["spec"]["type"] == "LoadBalancer"
     assert find(manifests, "PodDisruptionBudget", "acme-hooks")["spec"]["maxUnavailable"] == 2
+
+
+def test_no_admin_key_unless_given() -> None:
+    """Without hooks.adminKeySecretRef the memory-management API is off: nothing mounts ECHO_ADMIN_KEY."""
+    for manifest in rendered():
+        if manifest["kind"] in WORKLOADS:
+            assert "ECHO_ADMIN_KEY" not in env_of(manifest), manifest["metadata"]["name"]
+
+
+def test_the_admin_key_reaches_the_hooks_only() -> None:
+    manifests = rendered({"hooks": {"adminKeySecretRef": {"name": "acme-admin"}}})
+    hooks = env_of(find(manifests, "Deployment", "acme-hooks"))
+    assert hooks["ECHO_ADMIN_KEY"] == secret("acme-admin", "admin-key")
+    assert hooks["ECHO_API_KEY"] == secret("acme-api-key", "api-key")  # the key Open WebUI holds, apart
+    for manifest in manifests:
+        if manifest["kind"] in WORKLOADS and manifest["metadata"]["name"] != "acme-hooks":
+            assert "ECHO_ADMIN_KEY" not in env_of(manifest), manifest["metadata"]["name"]
+    custom = rendered({"hooks": {"adminKeySecretRef": {"name": "ops", "key": "token"}}})
+    assert env_of(find(custom, "Deployment", "acme-hooks"))["ECHO_ADMIN_KEY"] == secret("ops", "token")
+
+
+@pytest.mark.parametrize(
+    "hooks",
+    [
+        {"apiKeySecretRef": {"name": "keys", "key": "k"}, "adminKeySecretRef": {"name": "keys", "key": "k"}},
+        {"adminKeySecretRef": {"name": "acme-api-key", "key": "api-key"}},  # the generated one
+    ],
+)
+def test_the_admin_key_is_never_the_hooks_key(hooks: dict[str, Any]) -> None:
+    """The same Secret key for both would give Open WebUI's key the power to list and forget users
+    (and the services refuse to start with equal keys)."""
+    with pytest.raises(render.InvalidSpec, match=r"hooks\.adminKeySecretRef.* must differ from") as caught:
+        render.render("acme", "tenants", merged(MINIMAL, {"hooks": hooks}))
+    assert "the key Open WebUI holds" in str(caught.value)
+    other = merged(MINIMAL, {"hooks": {**hooks, "adminKeySecretRef": {"name": "keys", "key": "admin"}}})
+    render.render("acme", "tenants", other)  # another key of the same Secret is fine
 
 
 def test_hooks_autoscaling_owns_the_replica_count() -> None:
@@ -590,6 +627,48 @@ def test_network_policy_peers_for_the_hooks() -> None:
     ]
     manifests = rendered({"networkPolicy": {"hooksFrom": peers}})
     assert find(manifests, "NetworkPolicy", "acme-hooks-ingress")["spec"]["ingress"][0]["from"] == peers
+
+
+OPENWEBUI_PODS = {"app.kubernetes.io/component": "open-webui"}
+
+
+def hooks_peers(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    (rule,) = find(manifests, "NetworkPolicy", "acme-hooks-ingress")["spec"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 9099}]
+    return rule["from"]
+
+
+def test_the_hooks_can_be_reached_by_open_webuis_pods_only() -> None:
+    """networkPolicy.openwebui: one peer with both selectors, so both must match (its pods, in its
+    namespace), not either."""
+    manifests = rendered({"networkPolicy": {"openwebui": {"namespace": "chat", "podLabels": OPENWEBUI_PODS}}})
+    assert hooks_peers(manifests) == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "chat"}},
+            "podSelector": {"matchLabels": OPENWEBUI_PODS},
+        }
+    ]
+    # the tenant's own pods still reach each other; nothing else is opened
+    tenant = find(manifests, "NetworkPolicy", "acme-tenant")["spec"]
+    assert tenant["ingress"] == [
+        {"from": [{"podSelector": {"matchLabels": tenant["podSelector"]["matchLabels"]}}]}
+    ]
+
+
+def test_open_webui_in_the_tenants_namespace_and_more_peers() -> None:
+    """No namespace: Open WebUI's pods in the tenant's namespace; hooksFrom adds peers beside it."""
+    extra = [{"ipBlock": {"cidr": "10.8.0.0/16"}}]
+    manifests = rendered({"networkPolicy": {"openwebui": {"podLabels": OPENWEBUI_PODS}, "hooksFrom": extra}})
+    assert hooks_peers(manifests) == [{"podSelector": {"matchLabels": OPENWEBUI_PODS}}, *extra]
+
+
+def test_open_webui_needs_its_pod_labels() -> None:
+    with pytest.raises(render.InvalidSpec, match=r"spec\.networkPolicy\.openwebui\.podLabels"):
+        render.render(
+            "acme", "tenants", merged(MINIMAL, {"networkPolicy": {"openwebui": {"namespace": "chat"}}})
+        )
+    with pytest.raises(render.InvalidSpec, match=r"spec\.networkPolicy\.openwebui\.podLabels"):
+        render.render("acme", "tenants", merged(MINIMAL, {"networkPolicy": {"openwebui": {"podLabels": {}}}}))
 
 
 def test_network_policies_can_be_disabled() -> None:

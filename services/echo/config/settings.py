@@ -5,16 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 __all__ = ["Settings"]
+
+_BLANK_KEY_HINTS = {
+    "ECHO_API_KEY": "set a key, or unset it and set ECHO_ALLOW_UNAUTHENTICATED=true for a trial without auth",
+    "ECHO_ADMIN_KEY": "set a key, or unset it to turn the memory-management API off",
+}
 
 
 class Settings(BaseSettings):
     """Every `ECHO_*` variable; unset means embedded mode for that part."""
 
-    model_config = SettingsConfigDict(env_prefix="ECHO_", extra="ignore", populate_by_name=True)
+    # No input in the text of a validation error: a model-wide rule's input is every setting, keys included.
+    model_config = SettingsConfigDict(
+        env_prefix="ECHO_", extra="ignore", populate_by_name=True, hide_input_in_errors=True
+    )
 
     data_dir: Path = Field(Path(".echo"), description="Embedded state (database, vectors, valves overrides).")
     database_url: str | None = Field(
@@ -192,7 +200,26 @@ class Settings(BaseSettings):
     )
     gemini_base_url: str | None = Field(None, description="Gemini API base URL (tests point it at a fake).")
     api_key: SecretStr | None = Field(
-        None, description="Bearer key Open WebUI sends; unset = no auth (logged loudly)."
+        None,
+        description="Bearer key of the hook, pipe and tool routes, held by Open WebUI (its Pipelines "
+        "connection, the Function's valves, the tool server connection); it cannot reach the "
+        "memory-management API. Unset: `echoctl serve` refuses to start unless "
+        "ECHO_ALLOW_UNAUTHENTICATED=true; empty or blank: a configuration error. Surrounding whitespace "
+        "(a Secret's trailing newline) is dropped.",
+    )
+    admin_key: SecretStr | None = Field(
+        None,
+        description="Bearer key of the memory-management API (`/memories…`, `/users/…`, `POST "
+        "/chats/{id}/compact`), held by operators, never by Open WebUI; it must differ from "
+        "ECHO_API_KEY. Unset: that API is off (403), but open in a trial without auth "
+        "(ECHO_ALLOW_UNAUTHENTICATED). Empty or blank: a configuration error.",
+    )
+    allow_unauthenticated: bool = Field(
+        False,
+        description="Run without ECHO_API_KEY, every caller of the hook, pipe and tool routes trusted "
+        "(and of the memory-management API unless ECHO_ADMIN_KEY is set): a trial on one machine. "
+        "`echoctl serve` then binds to 127.0.0.1 unless ECHO_HOST or --host names another address "
+        "(logged as a warning). true with ECHO_API_KEY set is a configuration error.",
     )
     valves_file: Path | None = Field(None, description="YAML/JSON: filter id -> valves; hot-reloaded.")
     model_thresholds_file: Path | None = Field(
@@ -203,7 +230,11 @@ class Settings(BaseSettings):
         gt=0,
         description="How often mounted config files are checked (s); a ConfigMap update takes ~60 s.",
     )
-    host: str = Field("127.0.0.1", description="Hook service bind address.")
+    host: str = Field(
+        "127.0.0.1",
+        description="Hook service bind address (also the worker's /metrics); loopback unless given, "
+        "the image and the operator give 0.0.0.0.",
+    )
     port: int = Field(9099, ge=1, le=65535, description="Hook service port (the Pipelines default).")
     keep_alive_seconds: int = Field(
         75,
@@ -320,6 +351,35 @@ class Settings(BaseSettings):
             return tenancy.validate_tenant(value)
         except ConfigError as error:
             raise ValueError(str(error).removeprefix("tenant: ")) from error
+
+    @field_validator("api_key", "admin_key", mode="after")
+    @classmethod
+    def _a_key_is_never_blank(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        """An empty key used to turn auth off without a word; now it is an error, and a key is kept
+        without the whitespace around it (an HTTP header cannot carry it)."""
+        if value is None:
+            return None
+        key = value.get_secret_value().strip()
+        if not key:
+            variable = f"ECHO_{str(info.field_name).upper()}"
+            hint = _BLANK_KEY_HINTS.get(variable, "")
+            raise ValueError(f"{variable}: must not be empty (an empty key would turn auth off); {hint}")
+        return SecretStr(key)
+
+    @model_validator(mode="after")
+    def _keys_are_consistent(self) -> Settings:
+        admin, hooks = (key.get_secret_value() if key else None for key in (self.admin_key, self.api_key))
+        if admin is not None and admin == hooks:
+            raise ValueError(
+                "ECHO_ADMIN_KEY: must differ from ECHO_API_KEY (the key Open WebUI holds would "
+                "get the power to list and forget users)"
+            )
+        if self.allow_unauthenticated and self.api_key is not None:
+            raise ValueError(
+                "ECHO_ALLOW_UNAUTHENTICATED: true while ECHO_API_KEY is set; unset one of them "
+                "(with a key every hook call must carry it)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _llm_provider_is_usable(self) -> Settings:

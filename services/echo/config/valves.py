@@ -2,35 +2,95 @@
 
 Seed 000 spells its valves in capitals (`WINDOW_SIZE`), seed 002 in snake case
 (`keep_last`); each filter keeps its seed's spelling so a valves file reads like the seeds.
+
+Every valve is bounded and takes only its own type: a boolean is `true` or `false` (not `0`, not
+`"yes"`), a number is a JSON number or its plain decimal text (`"8"`, `"0.85"`: Open WebUI's valves
+editor sends an edited number as text; not `" 8"`, `"8.0"` for an integer, `"1e3"` or `"nan"`), a
+model name or default text holds no control character. The rules across valves (`Valves.RULES`) are
+what JSON Schema cannot say; the OpenAPI document lists them (`echo.hooks.openapi_docs.valves_body`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import typing
 import zoneinfo
-from typing import Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from echo.config import thresholds
 
 __all__ = [
     "FILTER_VALVES",
+    "NUMBER_TEXT",
     "CompressionValves",
     "ContextValves",
     "MemoryValves",
+    "Rule",
     "Valves",
     "effective_summary_window",
     "mapping_valve_names",
+    "number_kind",
     "parse_json_text",
 ]
+
+JSON_WHITESPACE = " \t\n\r"
+"""What JSON calls whitespace: a mapping valve's text of only these is blank (an empty mapping)."""
 
 SUMMARY_OUTPUT_SHARE = 0.8
 """max_summary_tokens must stay strictly below this share of the summary input window (seed 002)."""
 
 
 _KNOWN_ZONES: list[JsonValue] = [zone for zone in sorted(zoneinfo.available_timezones() | {"UTC"})]
+_ZONES = frozenset(str(zone) for zone in _KNOWN_ZONES)
+
+NUMBER_TEXT: dict[type, str] = {
+    int: r"0|-?[1-9][0-9]{0,17}",
+    float: r"(?:0|-?[1-9][0-9]{0,17})(?:\.[0-9]{1,15})?",
+}
+"""The decimal text a number valve takes besides a JSON number (no sign on 0, no exponent, no blank;
+at most 15 decimals, so a text within a valve's bounds stays within them as a float)."""
+
+_NUMBER_TEXT = {kind: re.compile(pattern) for kind, pattern in NUMBER_TEXT.items()}
+
+# No control character (C0, DEL, C1) in a name or a text the AEC block or a model call carries.
+_PRINTABLE = r"^[^\x00-\x1f\x7f-\x9f]*$"
+ModelName = Annotated[str, Field(min_length=1, max_length=200, pattern=_PRINTABLE)]
+
+# Sane ceilings for what has no natural one: bytes, words, tokens, messages.
+_MAX_BYTES = 2**31
+_MAX_TOKENS = 10**8
+_MAX_MESSAGES = 10_000
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule across valves, which JSON Schema cannot say: `text` in words, `valves` the ones it names
+    (a body that breaks it is a 422 whose message names them)."""
+
+    valves: tuple[str, ...]
+    text: str
+
+
+def number_kind(annotation: object) -> type | None:
+    """`int` or `float` for a number valve (`bool` is no number here), else None."""
+    return annotation if annotation in (int, float) else None  # type: ignore[return-value]
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 class Valves(BaseModel):
@@ -41,6 +101,9 @@ class Valves(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    RULES: ClassVar[tuple[Rule, ...]] = ()
+    """The rules across this filter's valves."""
 
     @model_validator(mode="before")
     @classmethod
@@ -57,15 +120,49 @@ class Valves(BaseModel):
                     raise ValueError(f"{name}: not valid JSON text ({error})") from error
         return parsed
 
-    @model_validator(mode="before")
+    @field_validator("*", mode="before")
     @classmethod
-    def _no_boolean_numbers(cls, data: object) -> object:
-        """A boolean for a number valve is refused (pydantic would take it as 0 or 1)."""
-        if isinstance(data, dict):
-            for name, field in cls.model_fields.items():
-                if field.annotation in (int, float) and isinstance(data.get(name), bool):
-                    raise ValueError(f"{name}: a number is required, not a boolean")
-        return data
+    def _only_its_own_type(cls, value: object, info: ValidationInfo) -> object:
+        """What pydantic's lax mode would take and the schema does not is refused: `0` or `"yes"` for a
+        boolean, `true` or `" 8"` for a number. A number's plain decimal text is taken (`NUMBER_TEXT`)."""
+        field = cls.model_fields[info.field_name or ""]
+        if field.annotation is bool:
+            if not isinstance(value, bool):
+                raise ValueError(f"true or false is required, not {_shown(value)}")
+            return value
+        kind = number_kind(field.annotation)
+        if kind is not None:
+            return _number(value, kind)
+        if typing.get_origin(field.annotation) is dict:
+            return _strict_entries(value, typing.get_args(field.annotation)[-1])
+        return value
+
+
+def _number(value: object, kind: type) -> object:
+    if isinstance(value, bool):
+        raise ValueError("a number is required, not a boolean")
+    if isinstance(value, str):
+        if _NUMBER_TEXT[kind].fullmatch(value) is None:
+            example = "'8'" if kind is int else "'0.85'"
+            raise ValueError(
+                f"a number is required (or its plain decimal text, such as {example}), not {_shown(value)}"
+            )
+        return kind(value)
+    return value
+
+
+def _strict_entries(value: object, entry_model: object) -> object:
+    """A mapping valve's entries (`model_thresholds`): a number in an entry is a JSON number."""
+    if not isinstance(value, dict) or not (isinstance(entry_model, type) and issubclass(entry_model, BaseModel)):
+        return value
+    for key, entry in value.items():
+        if not isinstance(entry, dict):
+            continue
+        for name, field in entry_model.model_fields.items():
+            found = entry.get(name)
+            if number_kind(field.annotation) is not None and isinstance(found, bool | str):
+                raise ValueError(f"{key}.{name}: a JSON number is required, not {_shown(found)}")
+    return value
 
 
 def mapping_valve_names(model: type[Valves]) -> tuple[str, ...]:
@@ -77,7 +174,7 @@ def mapping_valve_names(model: type[Valves]) -> tuple[str, ...]:
 
 def parse_json_text(text: str) -> object:
     """A mapping valve's JSON text, parsed (blank text is an empty mapping); raises JSONDecodeError."""
-    return json.loads(text) if text.strip() else {}
+    return json.loads(text) if text.strip(JSON_WHITESPACE) else {}
 
 
 class ContextValves(Valves):
@@ -86,22 +183,26 @@ class ContextValves(Valves):
     MAX_DIRECT_TEXT_SIZE: int = Field(
         256 * 1024,
         gt=0,
+        le=_MAX_BYTES,
         description="Bytes of file text injected directly; larger files go to the ephemeral RAG.",
     )
     ECHO_MR_SUMMARY_MAX_WORDS: int = Field(
         300,
         gt=0,
+        le=100_000,
         description="Words of a map-reduce file summary; shorter texts skip map-reduce (fast path).",
     )
     MAX_NATIVE_FILE_SIZE: int = Field(
         20 * 1024 * 1024,
         gt=0,
+        le=_MAX_BYTES,
         description="Bytes of an image, audio or video file passed as a native part (Gemini's inline limit"
         " is 20 MB per request); larger media are refused with the reason.",
     )
     MAX_FILE_SIZE: int = Field(
         64 * 1024 * 1024,
         gt=0,
+        le=_MAX_BYTES,
         description="Hard limit (bytes) of any file ECHO reads; a larger file is refused and the model told.",
     )
     RAG_CHUNK_TOKENS: int = Field(
@@ -111,10 +212,14 @@ class ContextValves(Valves):
         description="Tokens per ephemeral RAG chunk (256 fits MiniLM's window; bge-m3 takes up to 8192).",
     )
     RAG_CHUNK_OVERLAP_TOKENS: int = Field(
-        32, ge=0, description="Tokens shared by consecutive chunks (a fact cut at a border stays whole)."
+        32,
+        ge=0,
+        le=8191,
+        description="Tokens shared by consecutive chunks (a fact cut at a border stays whole); below"
+        " RAG_CHUNK_TOKENS.",
     )
-    MAP_REDUCE_MODEL: str = Field(
-        "gemini-2.5-flash", min_length=1, description="Model of the map-reduce summaries of big files."
+    MAP_REDUCE_MODEL: ModelName = Field(
+        "gemini-2.5-flash", description="Model of the map-reduce summaries of big files."
     )
     EPHEMERAL_RETENTION_HOURS: float = Field(
         72.0,
@@ -135,11 +240,13 @@ class ContextValves(Valves):
         "anonyme",
         min_length=1,
         max_length=200,
+        pattern=_PRINTABLE,
         description="nom_utilisateur when Open WebUI sends no user name (the seed's own default).",
     )
     AEC_DEFAULT_LOCATION: str = Field(
         "",
         max_length=200,
+        pattern=_PRINTABLE,
         description='localisation when the browser shares none (Open WebUI then sends "Unknown");'
         " empty: unknown.",
     )
@@ -150,17 +257,16 @@ class ContextValves(Valves):
         json_schema_extra={"enum": _KNOWN_ZONES},  # in the schema too: a client can offer the list
     )
 
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(("RAG_CHUNK_OVERLAP_TOKENS", "RAG_CHUNK_TOKENS"), "RAG_CHUNK_OVERLAP_TOKENS < RAG_CHUNK_TOKENS"),
+    )
+
     @field_validator("AEC_DEFAULT_TIMEZONE")
     @classmethod
     def _known_zone(cls, value: str) -> str:
-        if value.strip().upper() != "UTC":
-            try:
-                zoneinfo.ZoneInfo(value.strip())
-            except (ValueError, KeyError, OSError):  # ZoneInfoNotFoundError is a KeyError
-                raise ValueError(
-                    f"{value!r} is not a known IANA time zone (such as UTC or Europe/Paris)"
-                ) from None
-        return value.strip()
+        if value not in _ZONES:  # exactly a name of the schema's enum: not " UTC" nor "utc"
+            raise ValueError(f"{_shown(value)} is not a known IANA time zone (such as UTC or Europe/Paris)")
+        return value
 
     @model_validator(mode="after")
     def _chunks_advance(self) -> ContextValves:
@@ -175,17 +281,27 @@ class ContextValves(Valves):
 class MemoryValves(Valves):
     """`echo_memory`: sliding-window distillation into Qdrant and recall (seed 000, filter 2)."""
 
-    WINDOW_SIZE: int = Field(5, ge=1, description="New messages between two distillations (the stride).")
-    WINDOW_OVERLAP: int = Field(2, ge=0, description="Messages shared by consecutive windows.")
+    WINDOW_SIZE: int = Field(
+        5, ge=1, le=200, description="New messages between two distillations (the stride)."
+    )
+    WINDOW_OVERLAP: int = Field(
+        2,
+        ge=0,
+        le=199,
+        description="Messages shared by consecutive windows (each window has WINDOW_SIZE + WINDOW_OVERLAP"
+        " messages); below WINDOW_SIZE.",
+    )
     SIMILARITY_THRESHOLD: float = Field(
         0.85, ge=0.0, le=1.0, description="Cosine similarity above which a new memory is merged (LLM merge)."
     )
     EXACT_MATCH_THRESHOLD: float = Field(
-        0.95, ge=0.0, le=1.0, description="Cosine similarity above which only the memory's date is touched."
+        0.95,
+        ge=0.0,
+        le=1.0,
+        description="Cosine similarity above which only the memory's date is touched; at least"
+        " SIMILARITY_THRESHOLD.",
     )
-    DISTILLATION_MODEL: str = Field(
-        "gemini-2.5-flash", min_length=1, description="Model that distils windows."
-    )
+    DISTILLATION_MODEL: ModelName = Field("gemini-2.5-flash", description="Model that distils windows.")
     ENABLE_RECALL: bool = Field(True, description="Inject the user's relevant memories on the inlet.")
     RECALL_TOP_K: int = Field(5, ge=1, le=50, description="Most memories injected into one turn.")
     RECALL_MAX_TOKENS: int = Field(
@@ -201,6 +317,13 @@ class MemoryValves(Valves):
     INLET_DEADLINE_MS: int = Field(800, gt=0, le=60000, description="Inlet deadline (ms), recall included.")
     OUTLET_DEADLINE_MS: int = Field(5000, gt=0, le=120000, description="Outlet deadline (ms).")
 
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            ("EXACT_MATCH_THRESHOLD", "SIMILARITY_THRESHOLD"), "EXACT_MATCH_THRESHOLD >= SIMILARITY_THRESHOLD"
+        ),
+        Rule(("WINDOW_OVERLAP", "WINDOW_SIZE"), "WINDOW_OVERLAP < WINDOW_SIZE"),
+    )
+
     @model_validator(mode="after")
     def _thresholds_ordered(self) -> MemoryValves:
         if self.EXACT_MATCH_THRESHOLD < self.SIMILARITY_THRESHOLD:
@@ -210,22 +333,52 @@ class MemoryValves(Valves):
             )
         return self
 
+    @model_validator(mode="after")
+    def _windows_advance(self) -> MemoryValves:
+        if self.WINDOW_OVERLAP >= self.WINDOW_SIZE:
+            raise ValueError(
+                f"WINDOW_OVERLAP ({self.WINDOW_OVERLAP}) must be below WINDOW_SIZE ({self.WINDOW_SIZE}):"
+                " consecutive windows share WINDOW_OVERLAP messages, and each window brings WINDOW_SIZE new"
+                " ones"
+            )
+        return self
+
 
 class CompressionValves(Valves):
     """`echo_compression`: asynchronous, branch-aware context compression (seed 002 v1.7.2)."""
 
-    priority: int = Field(10, description="Filter order; lower runs first.")
+    priority: int = Field(10, ge=-(2**31), le=2**31 - 1, description="Filter order; lower runs first.")
     compression_threshold_tokens: int = Field(
-        64000, gt=0, description="Context tokens above which a background summary is made."
+        64000,
+        gt=0,
+        le=_MAX_TOKENS,
+        description="Context tokens above which a background summary is made; at most max_context_tokens.",
     )
-    max_context_tokens: int = Field(128000, gt=0, description="Hard ceiling; above it the oldest groups go.")
-    keep_first: int = Field(1, ge=0, description="Non-system messages kept at the head (with system before).")
-    keep_last: int = Field(6, ge=0, description="Messages always kept at the tail.")
-    summary_model: str | None = Field(None, description="Summary model id; empty = the chat's model.")
+    max_context_tokens: int = Field(
+        128000, gt=0, le=_MAX_TOKENS, description="Hard ceiling; above it the oldest groups go."
+    )
+    keep_first: int = Field(
+        1,
+        ge=0,
+        le=_MAX_MESSAGES,
+        description="Non-system messages kept at the head (with system before).",
+    )
+    keep_last: int = Field(6, ge=0, le=_MAX_MESSAGES, description="Messages always kept at the tail.")
+    summary_model: ModelName | Literal[""] | None = Field(
+        None, description="Summary model id; empty = the chat's model."
+    )
     summary_model_max_context: int = Field(
-        0, ge=0, description="Summary input window (tokens); 0 = model_thresholds, then max_context_tokens."
+        0,
+        ge=0,
+        le=_MAX_TOKENS,
+        description="Summary input window (tokens); 0 = model_thresholds, then max_context_tokens.",
     )
-    max_summary_tokens: int = Field(16384, gt=0, description="Summary output length (tokens).")
+    max_summary_tokens: int = Field(
+        16384,
+        gt=0,
+        le=_MAX_TOKENS,
+        description="Summary output length (tokens); strictly below 80% of the summary input window.",
+    )
     summary_temperature: float = Field(0.1, ge=0.0, le=2.0, description="Summary sampling temperature.")
     summary_fail_mode: Literal["silent", "raise"] = Field(
         "silent", description="silent: log and skip a failed summary; raise: surface the error."
@@ -237,11 +390,13 @@ class CompressionValves(Valves):
         default_factory=lambda: {
             k: thresholds.ModelThreshold(**v) for k, v in thresholds.DEFAULT_MODEL_THRESHOLDS.items()
         },
-        description="Per-model compression_threshold_tokens / max_context_tokens; custom models inherit "
-        "their base model's entry.",
+        description="Per-model compression_threshold_tokens / max_context_tokens (the first at most the"
+        " second); custom models inherit their base model's entry.",
     )
     enable_tool_output_trimming: bool = Field(True, description="Trim long native tool outputs.")
-    tool_trim_threshold_chars: int = Field(600, gt=0, description="Tool output size that triggers trimming.")
+    tool_trim_threshold_chars: int = Field(
+        600, gt=0, le=_MAX_TOKENS, description="Tool output size that triggers trimming."
+    )
     debug_mode: bool = Field(False, description="Verbose server logs.")
     show_debug_log: bool = Field(False, description="Debug logs in the browser console.")
     show_token_usage_status: bool = Field(True, description="Show context usage at the end of a turn.")
@@ -259,6 +414,24 @@ class CompressionValves(Valves):
     )
     inlet_deadline_ms: int = Field(800, gt=0, le=60000, description="Inlet deadline (ms).")
     outlet_deadline_ms: int = Field(5000, gt=0, le=120000, description="Outlet deadline (ms).")
+
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            ("compression_threshold_tokens", "max_context_tokens"),
+            "compression_threshold_tokens <= max_context_tokens",
+        ),
+        Rule(
+            ("max_summary_tokens",),
+            "max_summary_tokens < 0.8 × the summary input window (summary_model_max_context when above 0,"
+            " else model_thresholds[summary_model].max_context_tokens when the summary model has an entry,"
+            " else max_context_tokens)",
+        ),
+        Rule(
+            ("model_thresholds", "compression_threshold_tokens", "max_context_tokens"),
+            "in each model_thresholds entry, compression_threshold_tokens <= max_context_tokens",
+        ),
+        Rule(("model_thresholds",), "model_thresholds given as text is the JSON text of its object (blank: {})"),
+    )
 
     @field_validator("summary_model", mode="before")
     @classmethod

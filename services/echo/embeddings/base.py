@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 from echo.errors import EchoError
+from echo.text import storable
 
 __all__ = ["Embedder", "EmbeddingError", "batched", "l2_normalise"]
 
@@ -75,11 +76,13 @@ def l2_normalise(vector: Sequence[float]) -> list[float]:
 
 
 def batched(texts: Sequence[str], size: int) -> Iterator[list[str]]:
-    """Consecutive slices of at most ``size`` texts."""
+    """Consecutive slices of at most ``size`` texts, made storable (``echo.text``: NUL and lone
+    surrogates, which UTF-8 or a tokenizer cannot take, become U+FFFD): every adapter batches through
+    here, so a text is embedded as the stores keep it."""
     if size < 1:
         raise ValueError(f"batch size must be at least 1, got {size}")
     for start in range(0, len(texts), size):
-        yield list(texts[start : start + size])
+        yield [storable(text) for text in texts[start : start + size]]
 
 
 def unknown_dimension(model: str) -> EmbeddingError:

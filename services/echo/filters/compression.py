@@ -33,16 +33,16 @@ built without backends) the inlet still trims to the budget and the outlet store
 Cost (`echo.filters.compression_costs`): hashing and pricing a message is cached per process (keyed
 by its text), and each chat's previous request stands for the prefix the next one shares with it, so
 a new turn costs its new messages plus the assembly; chats of `OFFLOAD_MESSAGES` messages or more are
-worked on a worker thread, so the event loop stays free and the hook's deadline holds. The outlet
+worked on a worker thread (`compression_costs.off_loop`: every step that walks the messages, the
+outlet's unfolding, the rows it stores and its summary plan included), so the event loop stays free
+and the hook's deadline holds; work the hook no longer waits for stops. The outlet
 makes one statement (new messages, the chat's head when it changed, the summary lookup) and looks no
 summary up while the whole branch is below the threshold.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import functools
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -69,11 +69,20 @@ log = structlog.get_logger("echo.filters.compression")
 StoreProvider = Callable[[], pool.Store | None]
 """The store of the running service, or None (no backends): asked on every call."""
 
-# From this many messages, a hook's CPU work runs on a worker thread (about 2 ms of it; below, the
-# hop to the thread and back costs more than it frees: 0.5-1 ms at 500 messages on 2 cores).
-OFFLOAD_MESSAGES = 2000
+OFFLOAD_MESSAGES = compression_costs.OFFLOAD_MESSAGES  # from this many messages, CPU work is off the loop
 WARN_PERCENT = 90  # context usage above which a warning is shown whatever the valves (seed 002)
 _T = TypeVar("_T")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Planned:
+    """An outlet's summary plan: the branch's assembled tokens, the plan, its job (or why the valves
+    allow none) and the planned messages as stored."""
+
+    tokens: int
+    plan: planning.SummaryPlan
+    job: summary.SummaryJob | ConfigError
+    messages: dict[str, dict[str, Any]]
 
 
 def unfold_output_items(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -142,6 +151,10 @@ def _from_output(items: Sequence[object]) -> list[Mapping[str, Any]]:
     return out
 
 
+def _all_dicts(messages: Sequence[object]) -> bool:
+    return set(map(type, messages)) == {dict} or all(isinstance(m, dict) for m in messages)
+
+
 def _with_current_files(messages: list[dict[str, Any]], files: object) -> list[dict[str, Any]]:
     """`messages` with the inlet's `body["files"]` merged into the last user message (for hashing)."""
     if not isinstance(files, list) or not files:
@@ -153,12 +166,6 @@ def _with_current_files(messages: list[dict[str, Any]], files: object) -> list[d
             merged = [*(own if isinstance(own, list) else ()), *files]
             return [*messages[:index], {**message, "files": merged}, *messages[index + 1 :]]
     return messages
-
-
-@functools.cache
-def _workers() -> concurrent.futures.ThreadPoolExecutor:
-    # Its own threads, as masking has: the default executor also runs embeddings.
-    return concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="echo-compression")
 
 
 class CompressionFilter:
@@ -216,9 +223,7 @@ class CompressionFilter:
         return ctx.phase, store.schema if store is not None else "", ctx.ids.user_id, ctx.ids.chat_id
 
     async def _cpu(self, size: int, work: Callable[[], _T]) -> _T:
-        if size < OFFLOAD_MESSAGES:
-            return work()
-        return await asyncio.get_running_loop().run_in_executor(_workers(), work)
+        return await compression_costs.off_loop(size, lambda stop: work())
 
     @staticmethod
     def _valves(ctx: base.HookContext) -> valves_module.CompressionValves:
@@ -249,16 +254,24 @@ class CompressionFilter:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             return None
-        if set(map(type, messages)) != {dict} and not all(isinstance(m, dict) for m in messages):
+        if len(messages) < OFFLOAD_MESSAGES and not _all_dicts(messages):
             return None
-        return messages
+        return messages  # a long list is checked off the loop, by the step that walks it first
 
     def _store_failed(self, ctx: base.HookContext, error: store_errors.StoreError) -> None:
         metrics.COMPRESSION_FAILURES.labels(ctx.phase, "store").inc()
-        log.warning("compression_store_failed", phase=ctx.phase, error=str(error), returned="body unchanged")
+        reason = store_errors.describe(error, "the summary store")
+        log.warning(
+            "compression_store_failed",
+            phase=ctx.phase,
+            error=str(error),
+            reason=reason,
+            error_kind=type(error).__name__,
+            returned="body unchanged",
+        )
         ctx.events.append(
             events_module.StatusEvent(
-                f"{self.name}: the summary store is unavailable; the conversation was sent as it is",
+                f"{self.name}: {reason}; the conversation was sent as it is",
                 "warning",
             )
         )
@@ -299,9 +312,18 @@ class CompressionFilter:
         model, base_model = self._models(body)
         limits = budgets.thresholds_for(settings, model, base_model)
         policy = assembly.AssemblyPolicy.from_valves(settings, limits)
-        hashed = _with_current_files(messages, body.get("files"))  # no kind nor cost changes
         key = self._prefix_key(ctx)
-        prepared = await self._cpu(len(messages), lambda: self.costs.prepare(hashed, key))
+
+        def prepare(stop: compression_costs.StopCheck) -> compression_costs.Prepared | None:
+            if not _all_dicts(messages):
+                return None
+            hashed = _with_current_files(messages, body.get("files"))  # no kind nor cost changes
+            return self.costs.prepare(hashed, key, stop)
+
+        found_prepared = await compression_costs.off_loop(len(messages), prepare)
+        if found_prepared is None:
+            return body
+        prepared = found_prepared
         profile, turns = prepared.profile, prepared.turns
         row: conversations.SummaryRow | None = None
         ports = self._stores()
@@ -323,13 +345,14 @@ class CompressionFilter:
                 messages, [item.block.message for item in applied.resolved]
             )
 
-        def assemble() -> assembly.Assembly:
+        def assemble() -> tuple[assembly.Assembly, list[dict[str, Any]] | None]:
+            """The assembly, and the messages to answer (None: the request's own, unchanged)."""
             found = locale or self._locale(messages)
             if sent is messages:
                 known, groups = profile, prepared.groups
             else:
                 known, groups = self.costs.profile(sent), None
-            return assembly.assemble(
+            result = assembly.assemble(
                 sent,
                 policy=policy,
                 summary=chosen,
@@ -340,19 +363,23 @@ class CompressionFilter:
                 groups=groups,
                 positions=turns.positions if groups is not None else None,
             )
+            unchanged = len(result.messages) == len(messages) and all(
+                new is old for new, old in zip(result.messages, messages, strict=True)
+            )
+            if unchanged and not (applied is not None and applied.resolved):
+                return result, None
+            return result, [dict(message) for message in result.messages]
 
-        result = await self._cpu(len(messages), assemble)
+        result, answered = await self._cpu(len(messages), assemble)
         self._report(result, limits, settings, ctx)
         if applied is not None:
             ctx.events.extend(applied.events)
             if applied.resolved:
                 new = references_filter.strip_files(body, applied.taken)
-                return {**new, "messages": [dict(message) for message in result.messages]}
-        if len(result.messages) == len(messages) and all(
-            new is old for new, old in zip(result.messages, messages, strict=True)
-        ):
+                return {**new, "messages": answered}
+        if answered is None:
             return body
-        return {**body, "messages": [dict(message) for message in result.messages]}
+        return {**body, "messages": answered}
 
     async def _references(
         self,
@@ -456,11 +483,20 @@ class CompressionFilter:
         model, base_model = self._models(body)
         limits = budgets.thresholds_for(settings, model, base_model)
         policy = assembly.AssemblyPolicy.from_valves(settings, limits)
-        unfolded = unfold_output_items(messages)
         key = self._prefix_key(ctx)
-        prepared = await self._cpu(len(unfolded), lambda: self.costs.prepare(unfolded, key))
-        if not len(prepared.turns):
+
+        def prepare(
+            stop: compression_costs.StopCheck,
+        ) -> tuple[list[Mapping[str, Any]], compression_costs.Prepared] | None:
+            if not _all_dicts(messages):
+                return None
+            unfolded = unfold_output_items(messages)
+            return unfolded, self.costs.prepare(unfolded, key, stop)
+
+        found = await compression_costs.off_loop(len(messages), prepare)
+        if found is None or not len(found[1].turns):
             return body
+        unfolded, prepared = found
         store = ports[0]
         # Open WebUI sends each turn's outlet twice (the second from /api/chat/completed): the same
         # branch under the same valves was handled here already.
@@ -505,9 +541,10 @@ class CompressionFilter:
         if not lookup:
             return
         previous = selection.select_summary(turns.hashes, [row.summary]) if row is not None else None
-        result = await self._cpu(
-            len(unfolded),
-            lambda: assembly.assemble(
+
+        def plan_summary() -> _Planned | None:
+            """The summary to enqueue (None: none is due), from the branch as the inlet assembles it."""
+            result = assembly.assemble(
                 unfolded,
                 policy=policy,
                 summary=previous,
@@ -516,31 +553,51 @@ class CompressionFilter:
                 costs=profile.costs,
                 groups=prepared.groups,
                 positions=turns.positions,
-            ),
+            )
+            if not budgets.needs_summary(result.tokens_assembled, limits):
+                return None
+            plan = planning.plan_summary(
+                unfolded,
+                turns,
+                keep_first=settings.keep_first,
+                keep_last=settings.keep_last,
+                previous=previous,
+            )
+            if plan is None:
+                return None
+            try:
+                job = compression_jobs.summary_job(
+                    plan,
+                    turns,
+                    settings,
+                    unfolded,
+                    model=model,
+                    base_model=base_model,
+                    user_id=user_id,
+                    chat_id=ctx.ids.chat_id,
+                )
+            except ConfigError as error:  # said on the loop, in the hook's log context
+                return _Planned(result.tokens_assembled, plan, error, {})
+            return _Planned(
+                result.tokens_assembled, plan, job, compression_jobs.planned_messages(plan, turns, unfolded)
+            )
+
+        planned = await self._cpu(len(unfolded), plan_summary)
+        if planned is None:
+            return
+        if isinstance(planned.job, ConfigError):
+            self._not_planned(planned.job, ctx)
+            return
+        job_id = await compression_jobs.enqueue_summary(
+            store, conversation_store, jobs, planned.job, planned.messages
         )
-        if not budgets.needs_summary(result.tokens_assembled, limits):
-            return
-        plan = planning.plan_summary(
-            unfolded,
-            turns,
-            keep_first=settings.keep_first,
-            keep_last=settings.keep_last,
-            previous=previous,
-        )
-        if plan is None:
-            return
-        job = self._job(plan, turns, settings, unfolded, model, base_model, user_id, ctx)
-        if job is None:
-            return
-        planned = compression_jobs.planned_messages(plan, turns, unfolded)
-        job_id = await compression_jobs.enqueue_summary(store, conversation_store, jobs, job, planned)
         log.info(
             "summary_enqueued",
             job_id=job_id,
-            tokens=result.tokens_assembled,
+            tokens=planned.tokens,
             threshold=limits.compression_threshold_tokens,
-            turns=len(plan.invariants),
-            covered_hash=plan.covered_hash[:12],
+            turns=len(planned.plan.invariants),
+            covered_hash=planned.plan.covered_hash[:12],
         )
 
     async def _outlet_statement(
@@ -557,10 +614,16 @@ class CompressionFilter:
         stored yet for this user, record the chat's latest branch (referenced chats and manual
         compaction read it) unless this process recorded that very head last (Open WebUI sends a
         turn's outlet twice), and, when ``lookup``, the summary valid for the branch."""
-        new: dict[str, dict[str, Any]] = {}
-        for link, position in zip(turns.links, turns.positions, strict=True):
-            if (store.schema, user_id, link.invariant) not in self._remembered and link.invariant not in new:
-                new[link.invariant] = conversations.stored_message(messages[position])
+
+        def new_rows() -> dict[str, dict[str, Any]]:
+            new: dict[str, dict[str, Any]] = {}
+            remembered, schema = self._remembered, store.schema
+            for link, position in zip(turns.links, turns.positions, strict=True):
+                if (schema, user_id, link.invariant) not in remembered and link.invariant not in new:
+                    new[link.invariant] = conversations.stored_message(messages[position])
+            return new
+
+        new = await self._cpu(len(turns), new_rows)
         head_key, head = (store.schema, user_id, chat_id or ""), turns.hashes[-1]
         record = bool(chat_id) and self._heads.get(head_key) != head
         if not new and not record and not lookup:
@@ -605,7 +668,10 @@ class CompressionFilter:
                 chat_id=ctx.ids.chat_id,
             )
         except ConfigError as error:
-            metrics.COMPRESSION_FAILURES.labels(ctx.phase, "config").inc()
-            log.error("summary_not_planned", error=str(error))
-            ctx.events.append(events_module.StatusEvent(f"{self.name}: no summary, {error}", "error"))
+            self._not_planned(error, ctx)
             return None
+
+    def _not_planned(self, error: ConfigError, ctx: base.HookContext) -> None:
+        metrics.COMPRESSION_FAILURES.labels(ctx.phase, "config").inc()
+        log.error("summary_not_planned", error=str(error))
+        ctx.events.append(events_module.StatusEvent(f"{self.name}: no summary, {error}", "error"))

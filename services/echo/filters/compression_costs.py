@@ -14,23 +14,76 @@ pure functions of the messages, so they are cached:
 
 Caches are bounded (`entries`; a full cache is cleared, cheaper than LRU bookkeeping per hit). Racing
 threads (large chats are prepared on worker threads) at worst compute an entry twice.
+
+`off_loop` is how the filters run such work for a large request (`OFFLOAD_MESSAGES` messages or more):
+on a worker thread, so the event loop stays free, and abandoned when the hook stops waiting (its
+deadline passed): `prepare` given a `stop` check ends at its next `STOP_EVERY` messages with
+`Abandoned`, rather than hashing a million messages for an answer no one reads.
 """
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import concurrent.futures
+import functools
+import threading
 import typing
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from echo import chain, tokens
 from echo.compression import groups as grp
 from echo.compression import messages as msgs
 
-__all__ = ["CACHE_ENTRIES", "Costs", "Prepared", "Profile"]
+__all__ = [
+    "CACHE_ENTRIES",
+    "OFFLOAD_MESSAGES",
+    "Abandoned",
+    "Costs",
+    "Prepared",
+    "Profile",
+    "StopCheck",
+    "off_loop",
+]
 
 CACHE_ENTRIES = 100_000  # per cache (for prefixes: messages held, all chats together)
+# From this many messages, a hook's CPU work runs on a worker thread (about 2 ms of it; below, the
+# hop to the thread and back costs more than it frees: 0.5-1 ms at 500 messages on 2 cores).
+OFFLOAD_MESSAGES = 2000
+STOP_EVERY = 512  # messages between two looks at a `stop` check
+_T = TypeVar("_T")
+StopCheck = Callable[[], bool]
+
+
+class Abandoned(Exception):
+    """Work on a worker thread stopped because the hook that waited for it gave up."""
+
+
+def _never() -> bool:
+    return False
+
+
+@functools.cache
+def _workers() -> concurrent.futures.ThreadPoolExecutor:
+    # Their own threads, as masking has: the default executor also runs embeddings.
+    return concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="echo-filters")
+
+
+async def off_loop(size: int, work: Callable[[StopCheck], _T]) -> _T:
+    """`work(stop)`: here when `size` (messages) is below `OFFLOAD_MESSAGES`, else on a worker thread;
+    when the caller is cancelled (its deadline), `stop()` turns true, and `work` should end soon."""
+    if size < OFFLOAD_MESSAGES:
+        return work(_never)
+    stop = threading.Event()
+    future = asyncio.get_running_loop().run_in_executor(_workers(), work, stop.is_set)
+    try:
+        return await future
+    finally:
+        stop.set()  # done, or no longer waited for
+
+
 _PROTECTED_FLAGS = ("echo_protected", "is_external_references")  # as `messages.kind_of` reads them
 
 
@@ -80,13 +133,15 @@ class Costs:
             found = self._tokens[text] = tokens.estimate_tokens(text)
         return found
 
-    def profile(self, messages: Sequence[Mapping[str, Any]]) -> Profile:
+    def profile(self, messages: Sequence[Mapping[str, Any]], stop: StopCheck = _never) -> Profile:
         """`messages.kinds_of` and every message's `messages.message_tokens`, cached per message."""
         if len(self._profiles) >= self.entries:
             self._profiles.clear()
         kinds: list[msgs.Kind] = []
         costs: list[int] = []
-        for message in messages:
+        for index, message in enumerate(messages):
+            if not index % STOP_EVERY and stop():
+                raise Abandoned
             role, content = message.get("role"), message.get("content")
             found = None
             key = None
@@ -107,38 +162,45 @@ class Costs:
             costs.append(found[1])
         return Profile(tuple(kinds), tuple(costs))
 
-    def turns(self, messages: Sequence[Mapping[str, Any]], kinds: Sequence[msgs.Kind]) -> msgs.Turns:
+    def turns(
+        self, messages: Sequence[Mapping[str, Any]], kinds: Sequence[msgs.Kind], stop: StopCheck = _never
+    ) -> msgs.Turns:
         """`messages.conversation_turns`, with the hashes cached (the same links, built the same way)."""
         positions = msgs.turn_positions(kinds)
-        return msgs.Turns(positions, self._chain(messages, positions, ()))
+        return msgs.Turns(positions, self._chain(messages, positions, (), stop))
 
-    def prepare(self, messages: Sequence[Mapping[str, Any]], key: Hashable | None = None) -> Prepared:
+    def prepare(
+        self, messages: Sequence[Mapping[str, Any]], key: Hashable | None = None, stop: StopCheck = _never
+    ) -> Prepared:
         """`profile`, `turns` and `groups.turn_groups` of ``messages``; with a ``key``, the previous
-        request prepared under it stands for the prefix it shares with this one."""
+        request prepared under it stands for the prefix it shares with this one. Raises `Abandoned`
+        when ``stop()`` turns true (looked at every `STOP_EVERY` messages); nothing is remembered then."""
         seen = self._seen.get(key) if key is not None else None
         start = _shared(messages, seen.messages) if seen is not None else 0
         if seen is None or start == 0:
-            profile = self.profile(messages)
-            turns = self.turns(messages, profile.kinds)
+            profile = self.profile(messages, stop)
+            turns = self.turns(messages, profile.kinds, stop)
             prepared = Prepared(profile, turns, grp.turn_groups(messages, turns.positions))
             copies = [dict(message) for message in messages]
         else:
-            prepared = self._extend(messages, _truncated(seen.prepared, start), start)
+            prepared = self._extend(messages, _truncated(seen.prepared, start), start, stop)
             copies = seen.messages[:start] + [dict(message) for message in messages[start:]]
         if key is not None:
             self._remember(key, _Seen(copies, prepared))
         return prepared
 
-    def _extend(self, messages: Sequence[Mapping[str, Any]], before: Prepared, start: int) -> Prepared:
+    def _extend(
+        self, messages: Sequence[Mapping[str, Any]], before: Prepared, start: int, stop: StopCheck = _never
+    ) -> Prepared:
         """``before``, the results for ``messages[:start]`` (its groups possibly short of its last
         turns), extended to every message."""
         if start == len(messages) and (before.groups[-1].stop if before.groups else 0) == len(before.turns):
             return before  # the same request again
-        tail = self.profile(messages[start:])
+        tail = self.profile(messages[start:], stop)
         kinds = before.profile.kinds + tail.kinds
         added = tuple(start + index for index, kind in enumerate(tail.kinds) if kind is msgs.Kind.TURN)
         positions = before.turns.positions + added
-        links = self._chain(messages, added, before.turns.links) if added else before.turns.links
+        links = self._chain(messages, added, before.turns.links, stop) if added else before.turns.links
         groups = before.groups
         if added or (groups[-1].stop if groups else 0) != len(positions):
             first = groups[-1].start if groups else 0  # the last group may go on: a call's results
@@ -162,6 +224,7 @@ class Costs:
         messages: Sequence[Mapping[str, Any]],
         positions: Sequence[int],
         before: Sequence[chain.ChainLink],
+        stop: StopCheck = _never,
     ) -> tuple[chain.ChainLink, ...]:
         """``before`` followed by the links of the turns at ``positions``.
 
@@ -174,7 +237,9 @@ class Costs:
         links: list[chain.ChainLink] = list(before)
         parent: str | None = links[-1].cumulative if links else None
         plain, cached = self._plain, self._links
-        for position in positions:
+        for count, position in enumerate(positions):
+            if not count % STOP_EVERY and stop():
+                raise Abandoned
             message = messages[position]
             raw, content = message.get("role"), message.get("content")
             known = None

@@ -24,6 +24,7 @@ done with each file, and why a file was left to Open WebUI.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -34,7 +35,7 @@ import echo
 from echo import aec, metrics, shadow
 from echo.attachments import parts as parts_module
 from echo.config import valves as valves_module
-from echo.filters import base, context_files
+from echo.filters import base, compression_costs, context_files
 from echo.filters import events as events_module
 from echo.filters import masking as masking_filter
 from echo.openwebui import client as openwebui_client
@@ -162,8 +163,10 @@ class ContextFilter:
         new_messages = list(messages)
         new_messages[index] = message
         new_body = {**body, "messages": new_messages}
-        if str(body.get("model", "")).startswith(PIPE_PREFIX):
-            new_body[shadow.ECHO_CTX_KEY] = self._as_stored(body, ctx)
+        if str(body.get("model", "")).startswith(PIPE_PREFIX):  # it walks every message: off the loop
+            new_body[shadow.ECHO_CTX_KEY] = await compression_costs.off_loop(
+                len(messages), lambda stop: self._as_stored(body, ctx)
+            )
         if taken:
             new_body["files"] = _without(body.get("files"), taken)
             metadata = body.get("metadata")
@@ -228,7 +231,23 @@ class ContextFilter:
                 metrics.CONTEXT_IMAGE_PARTS.labels(outcome).inc(count)
 
     async def outlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
-        return await masking_filter.mask_and_report(body, self._on_masked, deadline=ctx.deadline)
+        messages = body.get("messages")
+        if not isinstance(messages, list) or len(messages) < compression_costs.OFFLOAD_MESSAGES:
+            return await masking_filter.mask_and_report(
+                body, self._on_masked, deadline=ctx.deadline, events=ctx.events, name=self.name
+            )
+        # A long chat: collecting and putting back its texts walks every message, so the whole
+        # masking runs on a worker thread (its own loop; it stops by the deadline as on this one).
+        events: list[events_module.StatusEvent] = []
+        masked = await asyncio.to_thread(
+            lambda: asyncio.run(
+                masking_filter.mask_and_report(
+                    body, self._on_masked, deadline=ctx.deadline, events=events, name=self.name
+                )
+            )
+        )
+        ctx.events.extend(events)
+        return masked
 
     def fail_closed(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
         return masking_filter.withhold_suspect(body, self._on_masked)

@@ -155,16 +155,26 @@ class Files:
                 record = await api.file(file_id, timeout_s=_left(turn.deadline))
                 if record is None:
                     return _left_out(facts, "Open WebUI has no such file")
+                if not _owned_by(record, turn.user_id):
+                    return _not_the_users(facts, record)
                 facts = _facts(item, record)
+                return await self._route(facts, store, api, turn, owner_checked=True)
             elif facts.text is None:
                 return _left_out(facts, "ECHO_OPENWEBUI_URL and ECHO_OPENWEBUI_API_KEY are not set")
-            return await self._route(facts, store, api, turn)
+            return await self._route(facts, store, api, turn, owner_checked=False)
         except openwebui_client.OpenWebUIError as error:
             log.warning("file_unreadable", file_id=file_id, error=str(error), returned="left to Open WebUI")
             return _left_out(facts, f"Open WebUI's files API failed ({error})")
         except store_errors.StoreError as error:
-            log.warning("file_store_failed", file_id=file_id, error=str(error), returned="left to Open WebUI")
-            return _left_out(facts, "the store is unavailable")
+            reason = store_errors.describe(error)
+            log.warning(
+                "file_store_failed",
+                file_id=file_id,
+                error=str(error),
+                reason=reason,
+                returned="left to Open WebUI",
+            )
+            return _left_out(facts, reason)
 
     async def _route(
         self,
@@ -172,6 +182,8 @@ class Files:
         store: pool.Store | None,
         api: openwebui_client.OpenWebUI | None,
         turn: Turn,
+        *,
+        owner_checked: bool,
     ) -> FileOutcome:
         user_id, chat_id, settings = turn.user_id, turn.chat_id, turn.settings
         pipe_model, deadline = turn.pipe_model, turn.deadline
@@ -184,6 +196,12 @@ class Files:
         if decision.mode is routing.Mode.NATIVE:
             if api is None:
                 return _left_out(facts, "a native part needs the file's bytes from Open WebUI's files API")
+            if not owner_checked:
+                record = await api.file(facts.file_id or "", timeout_s=_left(deadline))
+                if record is None:
+                    return _left_out(facts, "Open WebUI has no such file")
+                if not _owned_by(record, user_id):
+                    return _not_the_users(facts, record)
             data = await api.file_bytes(
                 facts.file_id or "", max_bytes=settings.MAX_NATIVE_FILE_SIZE, timeout_s=_left(deadline)
             )
@@ -293,6 +311,20 @@ def _left(deadline: float | None) -> float | None:
     if left < _MIN_CALL_S:
         raise openwebui_client.OpenWebUIError("no time left before the inlet's deadline", retryable=True)
     return left
+
+
+def _owned_by(record: Mapping[str, Any], user_id: str) -> bool:
+    """Whether Open WebUI's file record belongs to the calling user. ECHO reads files with Open WebUI's
+    admin key, which reaches every user's files; a file id in a body is the caller's claim, so a file
+    of another user (or a record that names no owner) is never read for this one."""
+    owner = record.get("user_id")
+    return isinstance(owner, str) and owner == user_id
+
+
+def _not_the_users(facts: routing.FileFacts, record: Mapping[str, Any]) -> FileOutcome:
+    metrics.IDENTITY_MISMATCHES.labels("file", "inlet").inc()
+    log.warning("file_of_another_user", file_id=facts.file_id, returned="left to Open WebUI")
+    return _left_out(facts, "the file belongs to another user")
 
 
 def _left_out(facts: routing.FileFacts, reason: str) -> FileOutcome:

@@ -10,7 +10,11 @@ starts, 32 s for a 32 MiB body), so it must neither hold the event loop nor outl
   Texts are verified shortest first, so the few long ones are the ones cut.
 - when even that cannot be waited for (the hook errs or its deadline passes first), `withhold_suspect`
   withholds every assistant text where a secret might start (`masking.may_hold_secret`).
-Never is unverified text passed on. `unverified_text` counts, beside the secret kinds, texts withheld.
+Never is unverified text passed on (a short text no secret can start in is not withheld: ids, types).
+`unverified_text` counts, beside the secret kinds, texts withheld; a masking that ran out of time says
+so in a status line (`events`). Every text the web UI shows of an assistant message is masked: its
+content, output items (tool-call arguments and tool results), reasoning, tool calls and sources
+(`bodies.map_assistant_text`); `mask_value` masks a JSON value (a tool call's arguments).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 import structlog
 
 from echo import bodies, masking
+from echo.filters import events as events_module
 
 __all__ = [
     "CHUNK_CHARS",
@@ -36,6 +41,7 @@ __all__ = [
     "mask_and_report",
     "mask_outlet_body",
     "mask_text",
+    "mask_value",
     "withhold_suspect",
 ]
 
@@ -50,6 +56,7 @@ CHUNK_CHARS = 32 * 1024  # about 30 ms of crafted text, under 1 ms of prose, per
 INLINE_CHARS = 16 * 1024  # below this, masking on the loop costs less than a thread hop
 _HANDBACK_S = 0.25  # masking stops this long (at most a fifth of the time left) before the deadline
 _HANDBACK_SHARE = 0.2
+_SPARED_CHARS = 4096  # an unverified text this short is kept when no secret can start in it
 
 
 def _never() -> bool:
@@ -106,20 +113,33 @@ class _OutletMasking:
                     self._counts[UNVERIFIED] += 1
 
     def result(self) -> tuple[dict[str, Any], Counter[str]]:
-        """The body with what was verified so far; every other assistant text is WITHHELD."""
+        """The body with what was verified so far; every other assistant text is WITHHELD, but a short
+        one no secret can start in (an id, a type, a status)."""
         with self._lock:
             verified, counts = dict(self._verified), Counter(self._counts)
-        unreached = len(self.texts) - len(verified)
-        if unreached:
-            counts[UNVERIFIED] += unreached
-        return bodies.map_assistant_text(self.body, lambda text: verified.get(text, WITHHELD)), counts
+        withheld: set[str] = set()
+
+        def final(text: str) -> str:
+            found = verified.get(text)
+            if found is not None:
+                return found
+            if len(text) <= _SPARED_CHARS and not masking.may_hold_secret(text):
+                return text
+            withheld.add(text)
+            return WITHHELD
+
+        body = bodies.map_assistant_text(self.body, final)
+        if withheld:
+            counts[UNVERIFIED] += len(withheld)
+        return body, counts
 
 
 def mask_outlet_body(
     body: Mapping[str, Any], should_stop: StopCheck = _never
 ) -> tuple[dict[str, Any], Counter[str]]:
-    """Mask secrets in every assistant message's `content` and `output` texts, here and now, until
-    `should_stop()`; counts per kind name, and `unverified_text` for texts cut or withheld."""
+    """Mask secrets in every text the web UI shows of an assistant message (`bodies.map_assistant_text`),
+    here and now, until `should_stop()`; counts per kind name, and `unverified_text` for texts cut or
+    withheld."""
     job = _OutletMasking(body, should_stop)
     job.run()
     return job.result()
@@ -141,10 +161,17 @@ def _times(deadline: float | None) -> tuple[float | None, float | None]:
 
 
 async def mask_and_report(
-    body: Mapping[str, Any], on_masked: OnMasked, *, deadline: float | None = None
+    body: Mapping[str, Any],
+    on_masked: OnMasked,
+    *,
+    deadline: float | None = None,
+    events: list[events_module.StatusEvent] | None = None,
+    name: str = "ECHO",
 ) -> dict[str, Any]:
     """The masked body, ready before `deadline` (a `time.monotonic()` instant) when one is given; what
-    was masked or withheld goes to `on_masked` (metrics and a log line)."""
+    was masked or withheld goes to `on_masked` (metrics and a log line). Text withheld because the
+    check ran out of time is said in a status line appended to `events` (the hook's, named `name`)."""
+    started = time.monotonic()
     stop_at, give_up_at = _times(deadline)
     job = _OutletMasking(body, _never if stop_at is None else lambda: time.monotonic() >= stop_at)
     if job.size <= INLINE_CHARS:
@@ -161,9 +188,20 @@ async def mask_and_report(
     masked, counts = job.result()
     if counts.get(UNVERIFIED):
         log.warning("masking_out_of_time", chars=job.size, withheld_texts=counts[UNVERIFIED])
+        if events is not None:
+            events.append(_out_of_time(name, counts[UNVERIFIED], time.monotonic() - started))
     if counts:
         on_masked(counts)
     return masked
+
+
+def _out_of_time(name: str, withheld: int, elapsed_s: float) -> events_module.StatusEvent:
+    texts = "1 text" if withheld == 1 else f"{withheld} texts"
+    return events_module.StatusEvent(
+        f"{name}: the secret check ran out of time after {round(elapsed_s * 1000)} ms;"
+        f" {texts} that may hold a secret withheld",
+        "warning",
+    )
 
 
 async def mask_text(text: str) -> masking.MaskResult:
@@ -172,6 +210,21 @@ async def mask_text(text: str) -> masking.MaskResult:
         return masking.mask_secrets(text)
     masked, counts, _ = await asyncio.get_running_loop().run_in_executor(_workers(), _mask_text, text, _never)
     return masking.MaskResult(masked, dict(counts))
+
+
+def mask_value(value: Any) -> tuple[Any, Counter[str]]:
+    """A JSON value (a tool call's arguments) with every string in it masked, and the counts; parts
+    where nothing was masked are shared."""
+    counts: Counter[str] = Counter()
+
+    def rewrite(text: str) -> str:
+        result = masking.mask_secrets(text)
+        if not result.counts:
+            return text
+        counts.update(result.counts)
+        return result.text
+
+    return bodies.map_strings(value, rewrite), counts
 
 
 def withhold_suspect(body: Mapping[str, Any], on_masked: OnMasked) -> dict[str, Any]:

@@ -107,9 +107,11 @@ class MemoryFilter:
     @staticmethod
     def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         found = body.get("messages")
-        if not isinstance(found, list) or not found or not all(isinstance(m, dict) for m in found):
+        if not isinstance(found, list) or not found:
             return None
-        return found
+        if len(found) < compression_costs.OFFLOAD_MESSAGES and not _all_dicts(found):
+            return None
+        return found  # a long list is checked off the loop, by the step that walks it
 
     # --- outlet: windows -> distill jobs ---
 
@@ -120,27 +122,44 @@ class MemoryFilter:
         if messages is None or not user_id or ctx.ids.task or runtime is None:
             return body
         settings = self._valves(ctx)
-        unfolded = compression_filter.unfold_output_items(messages)
         key = ("echo_memory", user_id, ctx.ids.chat_id) if ctx.ids.chat_id else None
-        turns = self.costs.prepare(unfolded, key).turns  # a chat's next turn reuses this one's chain
-        due = [
-            window
-            for window in windows.due_windows(
-                turns.hashes, size=settings.WINDOW_SIZE, overlap=settings.WINDOW_OVERLAP
-            )
-            if distill_job_key(user_id, window.key) not in self._enqueued
-        ]
+
+        def chain(
+            stop: compression_costs.StopCheck,
+        ) -> tuple[list[Mapping[str, Any]], msgs.Turns, list[windows.Window]]:
+            """The branch, its turns (a chat's next turn reuses this one's chain) and the windows due."""
+            if not _all_dicts(messages):
+                return [], msgs.Turns((), ()), []
+            unfolded = compression_filter.unfold_output_items(messages)
+            turns = self.costs.prepare(unfolded, key, stop).turns
+            due = [
+                window
+                for window in windows.due_windows(
+                    turns.hashes, size=settings.WINDOW_SIZE, overlap=settings.WINDOW_OVERLAP
+                )
+                if distill_job_key(user_id, window.key) not in self._enqueued
+            ]
+            return unfolded, turns, due
+
+        # A long chat's first outlet hashes every message: off the loop (`compression_costs.off_loop`).
+        unfolded, turns, due = await compression_costs.off_loop(len(messages), chain)
         if not due:
             return body
         try:
             await self._enqueue(runtime.store, user_id, ctx.ids.chat_id, unfolded, turns, due, settings)
         except store_errors.StoreError as error:
             metrics.HOOK_FAILURES.labels(self.id, "outlet", "store").inc()
-            log.warning("memory_store_failed", phase="outlet", error=str(error), returned="body unchanged")
+            reason = store_errors.describe(error)
+            log.warning(
+                "memory_store_failed",
+                phase="outlet",
+                error=str(error),
+                reason=reason,
+                error_kind=type(error).__name__,
+                returned="body unchanged",
+            )
             ctx.events.append(
-                events_module.StatusEvent(
-                    f"{self.name}: the store is unavailable; nothing was memorised", "warning"
-                )
+                events_module.StatusEvent(f"{self.name}: {reason}; nothing was memorised", "warning")
             )
         return body
 
@@ -236,17 +255,17 @@ class MemoryFilter:
             return body
         metrics.MEMORY_RECALLS.labels("hit").inc()
         metrics.MEMORY_RECALLED.inc(len(chosen))
-        earlier = [
-            msgs.content_text(m.get("content"))
-            for m in reversed(messages[:position])
-            if msgs.role_of(m) == "user"
-        ]
-        locale = locales.detect_locale([query, *earlier[:3]], _language(ctx))
+        earlier = _earlier_user_texts(messages, position, 3)
+        locale = locales.detect_locale([query, *earlier], _language(ctx))
         block = recall.memories_block(chosen, locale=locale)
         target = messages[position]
         log.info("memories_recalled", count=len(chosen), ids=[c.id for c in chosen])
         updated = {**target, "content": _with_block(target.get("content"), block)}
-        return {**body, "messages": [*messages[:position], updated, *messages[position + 1 :]]}
+
+        def replaced(stop: compression_costs.StopCheck) -> list[dict[str, Any]]:
+            return [*messages[:position], updated, *messages[position + 1 :]]
+
+        return {**body, "messages": await compression_costs.off_loop(len(messages), replaced)}
 
     async def _recall(
         self,
@@ -289,8 +308,30 @@ def _candidate(hit: vectors_base.Hit) -> recall.Candidate:
     )
 
 
+def _all_dicts(messages: Sequence[object]) -> bool:
+    return set(map(type, messages)) <= {dict} or all(isinstance(m, dict) for m in messages)
+
+
 def _last_user(messages: Sequence[Mapping[str, Any]]) -> int | None:
-    return next((i for i in range(len(messages) - 1, -1, -1) if msgs.role_of(messages[i]) == "user"), None)
+    return next(
+        (i for i in range(len(messages) - 1, -1, -1) if _is_user(messages[i])),
+        None,
+    )
+
+
+def _is_user(message: object) -> bool:
+    return isinstance(message, Mapping) and msgs.role_of(message) == "user"
+
+
+def _earlier_user_texts(messages: Sequence[Mapping[str, Any]], position: int, count: int) -> list[str]:
+    """The texts of the `count` user messages before `position`, newest first (a bounded walk back)."""
+    texts: list[str] = []
+    for index in range(position - 1, -1, -1):
+        if len(texts) >= count:
+            break
+        if _is_user(messages[index]):
+            texts.append(msgs.content_text(messages[index].get("content")))
+    return texts
 
 
 def _with_block(content: object, block: str) -> object:

@@ -45,7 +45,9 @@ class PipeFilter:
         return {**body, shadow.ECHO_CTX_KEY: context}
 
     async def outlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
-        return await masking_filter.mask_and_report(body, self._on_masked, deadline=ctx.deadline)
+        return await masking_filter.mask_and_report(
+            body, self._on_masked, deadline=ctx.deadline, events=ctx.events, name=self.name
+        )
 
     def fail_closed(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
         return masking_filter.withhold_suspect(body, self._on_masked)

@@ -24,9 +24,14 @@ and a wait of seconds does not deserve a listening connection per request.
 
 A reference that cannot be resolved (unknown, another user's, the store or the API failing, out of
 time) stays in `files`: Open WebUI then does what it does without ECHO (it injects the transcript
-when its own access rules allow). The request never fails because of a reference (DESIGN §6): each
-failure is logged with the chat ids, counted in `echo_compression_failures_total{phase="inlet",
-reason="reference"}`, and a warning status event names the reference left to Open WebUI.
+when its own access rules allow), and a status event names the reference left to Open WebUI. The
+request never fails because of a reference (DESIGN §6). A chat ECHO has not seen for this user (the
+store's chat heads are per user, so another user's chat reads the same; Open WebUI's API, asked with
+the user's own chats in mind, may not know it either) is nothing failing: an info status, "…left to
+Open WebUI: ECHO has not seen it among your chats", which never says whether another user has such a
+chat. Every other outcome is a failure: logged with the chat ids, counted in
+`echo_compression_failures_total{phase="inlet", reason="reference"}`, and a warning status event
+names the reference and the reason ("another user's chat" when Open WebUI's API says so).
 """
 
 from __future__ import annotations
@@ -66,6 +71,8 @@ Source = Literal["openwebui", "store"]
 RESERVE_SECONDS = 0.1  # of the hook's deadline, left for assembling the request (and, before that, for
 # rendering a reference once its wait is over)
 _POLL_FIRST, _POLL_MOST = 0.05, 0.25  # seconds between two looks at the job's row
+_NAME_CHARS = 80  # of a referenced chat's title in a status line (the title comes with the request)
+UNSEEN = "ECHO has not seen it among your chats"  # never says whether another user has such a chat
 _FINISHED = frozenset({domain.JobState.DONE, domain.JobState.DEAD})
 
 
@@ -210,8 +217,13 @@ class Resolver:
                     waited_s=round(outcome.waited, 3),
                 )
                 continue
-            if outcome == "unknown":  # neither ECHO nor the API knows it: nothing failed
+            if outcome == "unknown":  # neither ECHO nor the API knows it for this user: nothing failed
                 log.info("reference_left_to_openwebui", chat_id=chat_id, referenced_chat_id=reference.chat_id)
+                applied.events.append(
+                    events_module.StatusEvent(
+                        f"Referenced chat “{_named(reference)}” left to Open WebUI: {UNSEEN}"
+                    )
+                )
                 continue
             metrics.COMPRESSION_FAILURES.labels("inlet", "reference").inc()
             log.warning(
@@ -223,8 +235,7 @@ class Resolver:
             )
             applied.events.append(
                 events_module.StatusEvent(
-                    f"Referenced chat “{reference.title or reference.chat_id}” was left to Open WebUI "
-                    f"({outcome})",
+                    f"Referenced chat “{_named(reference)}” was left to Open WebUI ({outcome})",
                     "warning",
                 )
             )
@@ -346,7 +357,7 @@ class Resolver:
 
 def _failure_reason(error: BaseException) -> str:
     if isinstance(error, store_errors.StoreError):
-        return "the store is unavailable"
+        return store_errors.describe(error)
     log.error("reference_error", error=repr(error), exc_info=error)
     return f"error: {type(error).__name__}"
 
@@ -359,8 +370,14 @@ _DESCRIBED: dict[references.Mode, str] = {
 }
 
 
+def _named(reference: references.ChatReference) -> str:
+    """The reference's title (else its id) as a status line shows it: at most `_NAME_CHARS`."""
+    name = reference.title or reference.chat_id
+    return name if len(name) <= _NAME_CHARS else name[: _NAME_CHARS - 1] + "…"
+
+
 def _event(item: Resolved) -> events_module.StatusEvent:
-    title = item.reference.title or item.reference.chat_id
+    title = _named(item.reference)
     how = _DESCRIBED[item.block.mode]
     if item.job_id is not None and item.block.summary is not None:
         how = "summarised now" + (", cut to fit" if item.block.mode == "cut" else "")

@@ -9,7 +9,9 @@ from typing import Any, Protocol
 
 import structlog
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import echo
@@ -19,6 +21,7 @@ from echo.config import settings as settings_module
 from echo.filters import registry
 from echo.hooks import (
     chats,
+    edge,
     memories,
     openapi_docs,
     ops,
@@ -28,6 +31,7 @@ from echo.hooks import (
     security,
     server_tools,
     tools,
+    wire,
 )
 from echo.llm import gemini_chat, retries
 from echo.openwebui import client as openwebui_client
@@ -98,9 +102,15 @@ def create_app(
             base_url=settings.gemini_base_url,
             timeout_s=settings.llm_timeout_seconds,
         )
-    auth = security.BearerAuth(settings.api_key.get_secret_value() if settings.api_key else None)
-    if not auth.enabled:
-        log.warning("auth_disabled", reason="ECHO_API_KEY is not set: every caller is trusted")
+    keys = security.Keys(
+        *(key.get_secret_value() if key else None for key in (settings.api_key, settings.admin_key))
+    )
+    if not keys.required(security.HOOKS):
+        log.warning("auth_disabled", reason="ECHO_API_KEY is not set: every caller of the hooks is trusted")
+    if settings.admin_key is None and keys.required(security.ADMIN):
+        log.info(
+            "memory_api_off", reason="ECHO_ADMIN_KEY is not set: /memories, /users and compact answer 403"
+        )
     openwebui = None
     if settings.openwebui_url and settings.openwebui_api_key is not None:
         openwebui = openwebui_client.OpenWebUI(
@@ -125,9 +135,17 @@ def create_app(
                 await openwebui.aclose()
 
     app = FastAPI(
-        title="echo-hooks", version=echo.__version__, lifespan=lifespan, docs_url=None, redoc_url=None
+        title="echo-hooks",
+        version=echo.__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        default_response_class=wire.JSONAnswer,  # a lone surrogate in an answer is escaped, never a 500
     )
     app.add_middleware(_RequestContext)
+    rules = edge.Rules()
+    # Outermost: the key, the media type and the body limit come before anything reads the body.
+    app.add_middleware(edge.Edge, keys=keys, rules=rules, max_body_bytes=settings.max_body_bytes)
     app.state.config = config
     app.state.settings = settings
     app.state.backends = None
@@ -139,6 +157,9 @@ def create_app(
         openwebui=lambda: openwebui,
         runtime=lambda: app.state.backends if hasattr(app.state.backends, "embedder") else None,
     )
+
+    app.add_exception_handler(RequestValidationError, edge.validation_error)
+    app.add_exception_handler(StarletteHTTPException, edge.http_error)
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, error: Exception) -> JSONResponse:
@@ -153,23 +174,25 @@ def create_app(
         ),
     )
     pipe_tools = server_tools.builtin_server_tools()
-    protected = auth.dependencies()
-    unauthorized = openapi_docs.AUTH_ERRORS if auth.enabled else {}
-    app.include_router(ops.build_ops_router(config))
-    app.include_router(tools.build_tools_router(auth))
+    protected = keys.dependencies(security.HOOKS)
+    unauthorized = openapi_docs.AUTH_ERRORS if keys.required(security.HOOKS) else {}
+    administered = keys.dependencies(security.ADMIN)
+    admin_errors = _ADMIN_ERRORS if keys.required(security.ADMIN) else {}
+    ops_router = ops.build_ops_router(config)
+    rules.public(
+        *(getattr(route, "path", None) for route in ops_router.routes), tools.OPENAPI_PATH, app.openapi_url
+    )
+    app.include_router(ops_router)
+    app.include_router(tools.build_tools_router(keys))
     for prefix in ("", "/v1"):
-        app.include_router(
-            memories.build_memories_router(max_body_bytes=settings.max_body_bytes),
-            prefix=prefix,
-            dependencies=protected,
-            responses=unauthorized,
-        )
-        app.include_router(  # before the protocol's `/{id}/filter/{phase}`, which `/chats/filter/…` matches
-            chats.build_chats_router(config, max_body_bytes=settings.max_body_bytes),
-            prefix=prefix,
-            dependencies=protected,
-            responses=unauthorized,
-        )
+        memories_router = memories.build_memories_router(max_body_bytes=settings.max_body_bytes)
+        rules.admin(memories_router, prefix)
+        app.include_router(memories_router, prefix=prefix, dependencies=administered, responses=admin_errors)
+        chats_router = chats.build_chats_router(config, max_body_bytes=settings.max_body_bytes)
+        rules.admin(chats_router, prefix)
+        rules.unread(f"{prefix}/pipelines/{{action}}")  # always a 405 saying why (Open WebUI's upload form)
+        # before the protocol's `/{id}/filter/{phase}`, which `/chats/filter/…` matches
+        app.include_router(chats_router, prefix=prefix, dependencies=administered, responses=admin_errors)
         app.include_router(
             protocol.build_protocol_router(
                 filter_set=filter_set,
@@ -195,4 +218,31 @@ def create_app(
                 dependencies=protected,
                 responses=unauthorized,
             )
+    _document_the_edge(app)
     return app
+
+
+# The memory-management API's refusals (DESIGN §3): its own key, apart from the hooks' key.
+_ADMIN_ERRORS: dict[int | str, Any] = {
+    401: {
+        "model": openapi_docs.Problem,
+        "description": "Missing or wrong bearer key (`Authorization: Bearer <ECHO_ADMIN_KEY>`).",
+    },
+    403: {
+        "model": openapi_docs.Problem,
+        "description": "The hooks' key (ECHO_API_KEY) was sent, or ECHO_ADMIN_KEY is not set (the API is"
+        " off).",
+    },
+}
+
+
+def _document_the_edge(app: FastAPI) -> None:
+    """`/openapi.json` says what the edge answers too: 413 and 415 on every POST."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = edge.document(generate(), openapi_docs.Problem.model_json_schema())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

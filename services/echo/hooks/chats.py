@@ -1,4 +1,5 @@
-"""Chat operations: `POST /chats/{chat_id}/compact`, manual compaction (bearer auth, `/` and `/v1`).
+"""Chat operations: `POST /chats/{chat_id}/compact`, manual compaction (`/` and `/v1`; bearer auth with
+the admin key `ECHO_ADMIN_KEY`, like the memory-management API).
 
 Enqueues a summary of the chat's latest branch now, whatever `compression_threshold_tokens` says
 (`echo.filters.compression_jobs.compact`; the job is the one the outlet would enqueue, under the
@@ -14,8 +15,9 @@ Answers (every one a JSON object with `status` and `detail`):
 - 200 `nothing`: the branch is all verbatim head and `keep_last` tail, nothing to summarise;
 - 404 `unknown_chat`: ECHO never saw a completed turn of this chat for this user;
 - 409 `incomplete`: the branch's messages are no longer all stored;
-- 422: no user (`user_id` named), a body that is not the shape above, two different users, or a
-  summary window that breaks the 80% rule; 503: no store, or the store is down.
+- 422: no user (`user_id` named), a body that is not the shape above, two different users, the
+  user header sent twice, or a summary window that breaks the 80% rule; 503: no store, or the store
+  is down.
 """
 
 from __future__ import annotations
@@ -27,20 +29,22 @@ import structlog
 from fastapi import APIRouter, HTTPException, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from starlette.datastructures import Headers
 from typing_extensions import TypedDict  # pydantic needs this TypedDict before Python 3.12
 
+from echo import bodies
 from echo.config import live as live_config
 from echo.config import valves as valves_module
 from echo.errors import ConfigError
 from echo.filters import compression, compression_jobs
-from echo.hooks import openapi_docs, wire
+from echo.hooks import identity, openapi_docs, wire
 from echo.store import errors as store_errors
 
 __all__ = ["USER_HEADER", "build_chats_router"]
 
 log = structlog.get_logger("echo.hooks")
 
-USER_HEADER = "x-openwebui-user-id"
+USER_HEADER = identity.USER_HEADER
 
 _STATUS_CODES: Mapping[compression_jobs.Outcome, int] = {
     "queued": 202,
@@ -81,10 +85,14 @@ async def _body(request: Request, limit: int) -> Any:
     return await wire.read_json(request, limit)
 
 
-def _user_id(data: CompactRequest, headers: Mapping[str, str]) -> str:
+def _user_id(data: CompactRequest, headers: Headers) -> str:
+    """The chat's user: `user_id` in the body or the user header (both: the same user). This route is
+    the operator's (compaction on demand), not a browser's, so the body may name the user; the header
+    sent twice is a 422 all the same (`echo.hooks.identity`)."""
     from_body = data.get("user_id")
-    from_header = headers.get(USER_HEADER, "").strip() or None
+    from_header = identity.single_header(headers, USER_HEADER, route="compact")
     if from_body and from_header and from_body != from_header:
+        identity.report("compact", "call", from_header, [bodies.Claim("user_id", from_body)])
         raise wire.unprocessable(
             [
                 {

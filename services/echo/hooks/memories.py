@@ -1,4 +1,5 @@
-"""The memory API (bearer auth, on `/` and `/v1`): list, search, read, delete memories; forget a user.
+"""The memory API (on `/` and `/v1`): list, search, read, delete memories; forget a user. Bearer auth
+with the admin key `ECHO_ADMIN_KEY`, not the hooks' key (`echo.hooks.security`, checked at the edge).
 
 - `GET /memories?user_id=…&limit=&offset=`: the user's memories, most recently updated first.
 - `POST /memories/search` `{"user_id", "query", "k"}` (k: 1–100, default 10): the user's memories
@@ -12,16 +13,21 @@
   every job about them.
 
 Every read and delete is scoped to the user named: another user's memory id answers 404. Bad input
-is a 422 naming the field; 503 when the store, the embedder or the vector store is not there.
+is a 422 naming the field, always `{"detail": {"message", "errors"}}` (a query parameter's too:
+`_FieldErrorsRoute`); 503 when the store, the embedder or the vector store is not there. A method a
+path does not serve is a 405 whose `Allow` lists the ones it does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NotRequired
 
 import structlog
-from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from typing_extensions import TypedDict  # pydantic needs this TypedDict before Python 3.12
 
@@ -32,7 +38,15 @@ from echo.store import errors as store_errors
 from echo.store import memories, pool
 from echo.vectors import base as vectors_base
 
-__all__ = ["SEARCH_REQUEST", "MemorySearch", "backends_of", "build_memories_router", "search_memories"]
+__all__ = [
+    "SEARCH_REQUEST",
+    "Forgotten",
+    "MemoryDeleted",
+    "MemorySearch",
+    "backends_of",
+    "build_memories_router",
+    "search_memories",
+]
 
 log = structlog.get_logger("echo.hooks")
 
@@ -61,11 +75,41 @@ SEARCH_REQUEST: TypeAdapter[Any] = TypeAdapter(MemorySearch)
 
 
 class Forgotten(BaseModel):
-    """What `DELETE /users/{user_id}` forgot (200), or what it could not (503: `failed` names the parts)."""
+    """What `DELETE /users/{user_id}` forgot (200), or what it could not (503: `failed` names each part
+    that failed, with why; call again to finish, every part is idempotent)."""
 
+    user_id: str = Field(description="The user forgotten.")
+    deleted: dict[str, dict[str, int]] = Field(
+        description="By part (`jobs_and_memories`, `conversations`, `attachments`, `shadow`,"
+        " `registries`, `vectors`), the rows or points it deleted by kind, such as"
+        ' `{"jobs_and_memories": {"jobs": 2, "memories": 5}}`; a part that failed is not here.'
+    )
+    failed: dict[str, str] = Field(
+        description="By part that failed, why (empty when everything was forgotten: the answer is a 200)."
+    )
+
+
+class MemoryDeleted(BaseModel):
+    """What `DELETE /memories/{memory_id}` deleted."""
+
+    deleted: str = Field(description="The memory's id.")
     user_id: str
-    deleted: dict[str, int]
-    failed: list[str]
+
+
+class _FieldErrorsRoute(APIRoute):
+    """A route whose 422 for a query or path parameter is `wire.unprocessable`'s `{"message",
+    "errors"}`, as its body's, not FastAPI's bare list: one documented shape for every 422."""
+
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        handle = super().get_route_handler()
+
+        async def handle_with_field_errors(request: Request) -> Response:
+            try:
+                return await handle(request)
+            except RequestValidationError as error:
+                raise wire.unprocessable(list(error.errors())) from error
+
+        return handle_with_field_errors
 
 
 def backends_of(request: Request) -> Any:
@@ -117,10 +161,14 @@ def _unavailable(error: EchoError) -> HTTPException:
     return HTTPException(status_code=503, detail=f"a backend is unavailable: {error}")
 
 
-def build_memories_router(*, max_body_bytes: int) -> APIRouter:
-    router = APIRouter()
+def _errors(*codes: int, **options: Any) -> dict[int | str, Any]:
+    return openapi_docs.errors(*codes, field_errors=True, **options)
 
-    @router.get("/memories", responses=openapi_docs.errors(422, 503))
+
+def build_memories_router(*, max_body_bytes: int) -> APIRouter:
+    router = APIRouter(route_class=_FieldErrorsRoute)
+
+    @router.get("/memories", responses=_errors(422, 503))
     async def list_memories(
         request: Request,
         user_id: UserId,
@@ -138,7 +186,7 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
 
     @router.post(
         "/memories/search",
-        responses=openapi_docs.errors(413, 422, 503),
+        responses=_errors(413, 422, 503),
         openapi_extra=openapi_docs.json_body(SEARCH_REQUEST),
     )
     async def search(request: Request) -> JSONResponse:
@@ -152,7 +200,7 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
             raise _unavailable(error) from error
         return JSONResponse({"data": found})
 
-    @router.get("/memories/{memory_id}", responses=openapi_docs.errors(404, 422, 503))
+    @router.get("/memories/{memory_id}", responses=_errors(404, 422, 503))
     async def get_memory(request: Request, memory_id: MemoryId, user_id: UserId) -> JSONResponse:
         try:
             row = await memories.Memories(_store(request)).get(user_id, memory_id, with_history=True)
@@ -174,8 +222,10 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
         ]
         return JSONResponse(answer)
 
-    @router.delete("/memories/{memory_id}", responses=openapi_docs.errors(404, 422, 503))
-    async def delete_memory(request: Request, memory_id: MemoryId, user_id: UserId) -> JSONResponse:
+    @router.delete(
+        "/memories/{memory_id}", response_model=MemoryDeleted, responses=_errors(404, 422, 503)
+    )
+    async def delete_memory(request: Request, memory_id: MemoryId, user_id: UserId) -> MemoryDeleted:
         runtime = backends_of(request)
         store = memories.Memories(runtime.store)
         try:
@@ -188,16 +238,27 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
             raise _unavailable(error) from error
         if not deleted:
             raise HTTPException(status_code=404, detail=_NOT_FOUND)
-        return JSONResponse({"deleted": memory_id, "user_id": user_id})
+        return MemoryDeleted(deleted=memory_id, user_id=user_id)
 
-    @router.delete("/users/{user_id}", responses=openapi_docs.errors(503, models={503: Forgotten}))
-    async def forget_user(request: Request, user_id: ForgottenUser) -> JSONResponse:
+    @router.delete(
+        "/users/{user_id}",
+        response_model=Forgotten,
+        responses={
+            **_errors(422),
+            503: {
+                "model": Forgotten | openapi_docs.Problem,
+                "description": "A part could not forget (`failed` names it, with why: call again), or"
+                " the service runs without a store (`detail`).",
+            },
+        },
+    )
+    async def forget_user(request: Request, response: Response, user_id: ForgottenUser) -> Forgotten:
         runtime = backends_of(request)
         parts = forgetting.builtin_forgetting(runtime.store, lambda: getattr(runtime, "vectors", None))
         done = await parts.forget(user_id)
-        status = 200 if not done.failed else 503
-        return JSONResponse(
-            {"user_id": user_id, "deleted": done.deleted, "failed": done.failed}, status_code=status
-        )
+        if done.failed:
+            response.status_code = 503
+        return Forgotten(user_id=user_id, deleted=done.deleted, failed=done.failed)
 
+    openapi_docs.allow_documented_methods(router)
     return router

@@ -18,7 +18,14 @@ class Readiness(BaseModel):
     status: str = Field(
         description="ready, degraded (a bad hot reload; the last good one serves) or unready."
     )
-    checks: dict[str, dict[str, Any]] = Field(description="Each check by name, with its `ok`.")
+    checks: dict[str, dict[str, Any]] = Field(
+        description="Each check by name, with its `ok`: `config`, `background` (the supervised tasks), "
+        "and with the backends `store`, `embedder`, `vectors` and `jobs`. `jobs` is always ok (the "
+        "distiller may run elsewhere) and says who runs the jobs: `in_process`, `pending` (jobs ready "
+        "to run now) and, when no worker runs in this process (ECHO_DATABASE_URL set and "
+        "ECHO_INPROCESS_WORKER not true), a `note` saying that nothing is summarised or distilled "
+        "until `echoctl worker` runs or ECHO_INPROCESS_WORKER=true."
+    )
 
 
 def build_ops_router(config: live_config.LiveConfig) -> APIRouter:

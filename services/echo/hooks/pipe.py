@@ -7,6 +7,19 @@ Gemini's thoughts, `delta.tool_calls` with `finish_reason: "tool_calls"` for the
 runs), then `data: [DONE]`. Errors before the first byte get a status and an OpenAI-style error body
 (422 for a bad request naming the field; 429 stays 429; other Gemini failures 502); an error
 mid-stream ends the stream with an error event and `[DONE]`.
+
+Identity (DESIGN §7, issue 18). Open WebUI asserts the calling user twice, both from the session it
+authenticated: the payload's top-level `user` (`{name, id, email, role}`, written by Open WebUI for
+a model it lists as a pipeline, as ECHO's pipes are) and the `x-openwebui-user-id` header (only with
+`ENABLE_FORWARD_USER_INFO_HEADERS=true`). The header wins when it is there: Open WebUI forwards no
+header of the browser's, so nothing a browser sends reaches it, while the payload is built from the
+client's chat request, and its `user` is Open WebUI's only while Open WebUI lists the model as a
+pipeline (its `/models` entry has a `pipeline` key); for any other model it is what the client sent.
+Without the header, the payload's `user` is the identity. When both are there and differ, the header
+is used and the call is counted in `echo_identity_mismatch_total{route="pipe"}`; a header sent twice
+is a 422. `echo_ctx.user_id` (the pipe inlet's note) and a `user_id` in the body are never the
+identity: one that names another user is logged and counted. Without any user the call is answered
+without the shadow.
 """
 
 from __future__ import annotations
@@ -23,7 +36,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from echo import bodies, masking, metrics
 from echo.filters import masking as masking_filter
-from echo.hooks import openapi_docs, pipe_turn, server_tools, wire
+from echo.hooks import identity, openapi_docs, pipe_turn, server_tools, wire
 from echo.llm import gemini_chat
 from echo.store import shadow as shadow_store
 
@@ -40,7 +53,7 @@ def _llm_status(error: gemini_chat.LLMError) -> int:
 
 
 def _error_body(error: gemini_chat.LLMError) -> dict[str, Any]:
-    message = f"Gemini: {error}"
+    message = masking.mask_secrets(f"Gemini: {error}").text  # shown to the user, like the answer
     kind = "rate_limit_error" if error.status == 429 else "upstream_error"
     return {"error": {"message": message, "type": kind, "code": error.status}, "detail": message}
 
@@ -63,6 +76,20 @@ def _chunk(
     if usage:
         event["usage"] = usage
     return f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
+
+
+def _identity(request: Request, payload: Mapping[str, Any]) -> str | None:
+    """The call's user (see the module docstring): the user header, else the payload's `user`; a
+    header sent twice is a 422. Any other user named (the payload's `user` against the header,
+    `echo_ctx.user_id`, a `user_id` in the body) is ignored, logged and counted."""
+    from_header = identity.single_header(request.headers, identity.USER_HEADER, route="pipe")
+    from_payload = bodies.user_of(payload.get("user"))
+    user_id = from_header or from_payload
+    claims = list(bodies.foreign_claims(payload, user_id, payload_user=False))
+    if from_payload is not None and from_payload != user_id:
+        claims.insert(0, bodies.Claim("user.id", from_payload))
+    identity.report("pipe", "chat", user_id, claims)
+    return user_id
 
 
 def _stream_tool_calls(calls: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
@@ -100,9 +127,8 @@ def build_pipe_router(
                 status_code=404, detail=f"unknown model {model!r}; pipe models: {sorted(pipe_ids)}"
             )
         stream = bool(payload.get("stream"))
-        user = payload.get("user") if isinstance(payload.get("user"), dict) else None
-        ids = bodies.turn_ids(payload, user)
-        user_id = request.headers.get("x-openwebui-user-id") or ids.user_id
+        user_id = _identity(request, payload)
+        ids = bodies.turn_ids(payload)
         chat_id = request.headers.get("x-openwebui-chat-id") or ids.chat_id
         backends = getattr(request.app.state, "backends", None)
         store = getattr(backends, "store", None)
@@ -162,7 +188,9 @@ def build_pipe_router(
                     if rest:
                         yield _chunk(completion_id, model, created, {key: rest})
                 message = (
-                    f"Gemini: {error}" if upstream else "ECHO: the answer broke off; see the service logs"
+                    masking.mask_secrets(f"Gemini: {error}").text
+                    if upstream
+                    else "ECHO: the answer broke off; see the service logs"
                 )
                 failure = {"error": {"message": message, "type": "upstream_error", "code": status}}
                 yield f"data: {json.dumps(failure)}\n\n".encode()
@@ -175,9 +203,9 @@ def build_pipe_router(
             if tail_content:
                 sent.append(tail_content)
                 yield _chunk(completion_id, model, created, {"content": tail_content})
-            for masker in (reasoning_masker, content_masker):
-                if masker.counts:
-                    on_masked(masker.counts)
+            for counts in (reasoning_masker.counts, content_masker.counts, turn.masked):
+                if counts:
+                    on_masked(counts)
             await turn.archive("".join(sent))  # before the end: a tool call's follow-up comes at once
             finish = end.finish_reason if end is not None else "stop"
             usage = end.usage if end is not None else None
@@ -224,9 +252,9 @@ async def _complete(
         return JSONResponse(_error_body(error), status_code=_llm_status(error))
     content = await masking_filter.mask_text("".join(contents))
     reasoning = await masking_filter.mask_text("".join(reasonings))
-    for result in (content, reasoning):
-        if result.counts:
-            on_masked(result.counts)
+    for counts in (content.counts, reasoning.counts, turn.masked):
+        if counts:
+            on_masked(counts)
     await turn.archive(content.text)
     message: dict[str, Any] = {"role": "assistant", "content": content.text}
     if reasoning.text:

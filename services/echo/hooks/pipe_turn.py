@@ -20,6 +20,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -28,6 +29,7 @@ import structlog
 
 from echo import chain, metrics, shadow
 from echo.errors import EchoError
+from echo.filters import masking as masking_filter
 from echo.hooks import server_tools as server_tools_module
 from echo.llm import gemini_chat, openai_to_gemini, retries
 from echo.shadow.parts import ContentDict, JournalEntry, PartDict
@@ -113,7 +115,8 @@ class PipeTurn:
         self.pipe_model: str = payload["model"]
         self.model = openai_to_gemini.gemini_model_id(self.pipe_model)
         self.context = shadow.EchoContext.from_json(payload.get(shadow.ECHO_CTX_KEY))
-        self.user_id = user_id or self.context.user_id
+        # Open WebUI's user (``echo.hooks.pipe``), never ``echo_ctx.user_id``: that is body content.
+        self.user_id = user_id
         self.chat_id = chat_id or self.context.chat_id or ""
         use_shadow = store is not None and bool(self.user_id) and self.context.task is None
         self.store = store if use_shadow else None
@@ -131,6 +134,8 @@ class PipeTurn:
         self._echo_tools: dict[str, server_tools_module.ServerTool] = {}
         self._first: tuple[gemini_chat.ChatDelta, AsyncIterator[gemini_chat.ChatDelta]] | None = None
         self._archived = False
+        self.masked: Counter[str] = Counter()
+        """Secrets masked in the arguments of the tool calls handed to Open WebUI, per kind."""
 
     # -- before the call ---------------------------------------------------------------------------
 
@@ -315,8 +320,10 @@ class PipeTurn:
             self._calls_at[(content_index, part_index)] = entry.call_index
             if executor == "echo":
                 echo_calls.append(entry)
-            else:
-                arguments = json.dumps(call["args"], ensure_ascii=False)
+            else:  # shown to the user and stored by Open WebUI: masked here, so the archive agrees
+                args, masked = masking_filter.mask_value(call["args"])
+                self.masked.update(masked)
+                arguments = json.dumps(args, ensure_ascii=False)
                 openwebui_calls.append(
                     {
                         "id": entry.call_id,

@@ -2,19 +2,22 @@
 
 A filter hook answers the new body, as Open WebUI expects; a caller that sends `X-Echo-Events: 1` (the
 Open WebUI Function) gets the body and its status events instead (`wire.render_hook_answer`).
+A hook's user is the `user` object of the call, never a user id written in the body
+(`echo.hooks.identity`).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
 import structlog
 from fastapi import APIRouter, HTTPException, Path, Request
 from fastapi.responses import Response
 from opentelemetry import propagate
+from pydantic import ValidationError
 
 from echo import bodies
 from echo.config import live as live_config
@@ -22,7 +25,7 @@ from echo.config import valves as valves_module
 from echo.config.valves import Valves
 from echo.errors import ConfigError
 from echo.filters import base, registry
-from echo.hooks import openapi_docs, runner, wire
+from echo.hooks import identity, openapi_docs, runner, wire
 
 __all__ = ["build_protocol_router"]
 
@@ -34,6 +37,21 @@ def _editor_view(valves: Valves) -> dict[str, Any]:
     (`model_thresholds`) go as JSON text, which `valves/update` accepts back."""
     dumped = valves.model_dump(mode="json")
     return {name: json.dumps(value) if isinstance(value, dict) else value for name, value in dumped.items()}
+
+
+def _valves_refused(error: ConfigError) -> HTTPException:
+    """A 422 for valves refused: the message names each valve and rule; `errors` locates each valve
+    refused on its own (a rule across valves is in the message, at `body`)."""
+    cause = error.__cause__
+    located: list[dict[str, Any]] = []
+    if isinstance(cause, ValidationError):
+        located = [
+            {"loc": ["body", *found["loc"]], "msg": found["msg"].removeprefix("Value error, "), "type": found["type"]}
+            for found in cause.errors(include_url=False)
+        ]
+    answer = wire.unprocessable(located)
+    answer.detail = {**answer.detail, "message": str(error)}
+    return answer
 
 
 def build_protocol_router(
@@ -147,13 +165,16 @@ def build_protocol_router(
             ]
         return {"data": data}
 
-    @router.post("/pipelines/{action}", include_in_schema=False)  # always 405: not an operation
-    async def change_pipelines(action: str) -> None:
-        raise HTTPException(
+    def change_pipelines(path_params: Mapping[str, Any]) -> HTTPException:
+        return HTTPException(
             status_code=405,
-            detail=f"pipelines/{action}: ECHO's filters are built in; pipeline code cannot be uploaded, "
-            "added or deleted here (configure them with valves)",
+            detail=f"pipelines/{path_params.get('action', '')}: ECHO's filters are built in; pipeline code"
+            " cannot be uploaded, added or deleted here (configure them with valves)",
+            headers={"Allow": ""},  # RFC 9110 §10.2.1: an empty Allow, the resource allows no method
         )
+
+    # Always a 405, whatever the method: not an operation (undocumented).
+    openapi_docs.add_refusing_route(router, "/pipelines/{action}", change_pipelines)
 
     @router.post(
         "/{hook_id}/filter/{phase}",
@@ -170,11 +191,13 @@ def build_protocol_router(
         payload = await wire.read_json(request, max_body_bytes)
         wire.validate(wire.FILTER_REQUEST, payload)
         body: dict[str, Any] = payload["body"]
+        # The user is the object Open WebUI attached, never a field of the body (`echo.hooks.identity`).
         user: dict[str, Any] = payload.get("user") or {}
         ids = bodies.turn_ids(body, user)
         structlog.contextvars.bind_contextvars(
             filter=hook_id, phase=phase, chat_id=ids.chat_id, user_id=ids.user_id
         )
+        identity.report("filter", phase, ids.user_id, bodies.foreign_claims(body, ids.user_id))
         valves = config.valves(hook_id) if hook_id in filter_set.filters else None
         ctx = base.HookContext(
             filter_id=hook_id, phase=cast(base.Phase, phase), user=user, ids=ids, valves=valves
@@ -212,7 +235,7 @@ def build_protocol_router(
         except live_config.ValvesManagedByFile as error:
             raise HTTPException(status_code=409, detail=str(error)) from error
         except ConfigError as error:
-            raise HTTPException(status_code=422, detail={"message": str(error)}) from error
+            raise _valves_refused(error) from error
         log.info("valves_updated", filter=filter_id)
         return _editor_view(valves)
 
@@ -231,8 +254,11 @@ def build_protocol_router(
             methods=["POST"],
             name=f"update_valves_{filter_id}",
             summary=f"Replace the valves of {filter_id}",
-            description="The body replaces the filter's valves (those left out take their defaults) and is"
-            " saved. Besides each valve's own bounds, the rules across valves (as `valves/spec` describes"
+            description="The body replaces the filter's valves and is saved: a replace, not a merge. Every"
+            " valve left out of the body is reset to its default, whatever it was before (Open WebUI's"
+            " valves editor always sends them all). To change one valve, `GET /{id}/valves` and send"
+            " the whole answer back with that valve changed; the answer is the valves now in force."
+            " Besides each valve's own bounds, the rules across valves (as `valves/spec` describes"
             " them) are checked: a body that breaks one is a 422 naming both valves.",
             responses=openapi_docs.errors(409, 413, 422),
             openapi_extra=openapi_docs.valves_body(valves_module.FILTER_VALVES[filter_id]),

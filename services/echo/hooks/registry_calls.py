@@ -1,13 +1,14 @@
 """The request bodies of the registry tools (plans, code), written for the model that fills them.
 
-Optional fields are left out of the JSON schema's types (`SkipJsonSchema[None]`): the model sees
-plain strings and lists, and an explicit null is still accepted as "not given". Every text has a
-bound; a code entry's content is bounded in UTF-8 bytes (`MAX_CODE_BYTES`).
+An optional field takes an explicit null as "not given" (models send it), and its schema says so in
+one plain schema, `"type": ["string", "null"]` (`_null_means_not_given`), not an `anyOf` for the model
+to puzzle over. Every text has a bound; a code entry's content is bounded in UTF-8 bytes
+(`MAX_CODE_BYTES`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -37,12 +38,33 @@ Steps = Annotated[
     ),
 ]
 _GOAL = "What the plan is for, in one sentence."
+_CHANGES = ("status", "goal", "steps")
+
+
+def _null_means_not_given(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """Each optional field's schema takes null too (`SkipJsonSchema` left it out of a union)."""
+    for name, field in model.model_fields.items():
+        found = schema.get("properties", {}).get(name)
+        if field.is_required() or found is None:
+            continue
+        if isinstance(found.get("type"), str):
+            found["type"] = [found["type"], "null"]
+        if "enum" in found and None not in found["enum"]:
+            found["enum"] = [*found["enum"], None]
+
+
+def _one_change_at_least(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """At least one of status, goal, steps, and not null (null is "not given"): a bare id is a 422."""
+    _null_means_not_given(schema, model)
+    schema["anyOf"] = [
+        {"required": [name], "properties": {name: {"not": {"type": "null"}}}} for name in _CHANGES
+    ]
 
 
 class SavePlan(BaseModel):
     """Create a plan, or replace the plan with this id."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_null_means_not_given)
 
     id: PlanId | SkipJsonSchema[None] = Field(
         None,
@@ -60,12 +82,7 @@ class UpdatePlan(BaseModel):
     """Change some fields of an existing plan."""
 
     # At least one change, in the schema too (a bare id is refused with a 422).
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "anyOf": [{"required": ["status"]}, {"required": ["goal"]}, {"required": ["steps"]}]
-        },
-    )
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_change_at_least)
 
     id: PlanId = Field(description="The plan's id.")
     status: PlanStatus | SkipJsonSchema[None] = Field(None, description="The plan's new status.")

@@ -12,9 +12,9 @@ not echoed back); its schema is in the OpenAPI document all the same.
   counted here), `read_code` `{"id"}` (404 naming the id), `list_code`.
 
 Every call names its user (`x-openwebui-user-id`) and its chat (`x-openwebui-chat-id`), as Open WebUI
-sends them: without one, a 422 names the header. A user only ever reads and writes their own rows of
-that chat. 503 when the service has no store or the store is down. Counted in
-`echo_tool_calls_total{tool, outcome}`.
+sends them: without one, or with one of them twice, a 422 names the header (`echo.hooks.identity`).
+A user only ever reads and writes their own rows of that chat. 503 when the service has no store or
+the store is down. Counted in `echo_tool_calls_total{tool, outcome}`.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
-from fastapi import APIRouter, Header, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from echo import metrics
 from echo.errors import EchoError
+from echo.hooks import identity, openapi_docs, wire
 from echo.hooks import memories as memories_api
-from echo.hooks import openapi_docs, wire
 from echo.hooks import registry_calls as calls
 from echo.store import registries
 
@@ -43,14 +43,14 @@ CHAT_HEADER = "x-openwebui-chat-id"
 MAX_BODY_BYTES = 6 * calls.MAX_CODE_BYTES + 64 * 1024
 
 Model = TypeVar("Model", bound=BaseModel)
-UserCheck = Callable[[str | None], str]
-HeaderValue = Annotated[str | None, Header(include_in_schema=False)]
+UserCheck = Callable[[Request], str]
 
 _OUTCOMES = {404: "not_found", 413: "invalid", 422: "invalid", 503: "unavailable"}
 
 
-def _chat(value: str | None) -> str:
-    if value is None or not value.strip():
+def _chat(request: Request) -> str:
+    value = identity.single_header(request.headers, CHAT_HEADER, route=None)  # twice: a 422
+    if value is None:
         raise wire.unprocessable(
             [
                 {
@@ -142,7 +142,8 @@ def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def build_registry_operations(user: UserCheck) -> APIRouter:
-    """The six registry operations; `user` checks the user header (the tool server's own check)."""
+    """The six registry operations; `user` reads the user header (the tool server's own check: 422 when
+    it is missing or sent twice)."""
     router = APIRouter()
 
     @router.post(
@@ -155,11 +156,9 @@ def build_registry_operations(user: UserCheck) -> APIRouter:
         " the status current with update_plan as you work.",
         openapi_extra=_body_schema(calls.SavePlan),
     )
-    async def save_plan(
-        request: Request, x_openwebui_user_id: HeaderValue = None, x_openwebui_chat_id: HeaderValue = None
-    ) -> JSONResponse:
+    async def save_plan(request: Request) -> JSONResponse:
         with _counted("save_plan"):
-            user_id, chat_id = user(x_openwebui_user_id), _chat(x_openwebui_chat_id)
+            user_id, chat_id = user(request), _chat(request)
             call = await _body(request, calls.SavePlan)
             plan = await _registries(request).save_plan(
                 user_id, chat_id, plan_id=call.id, goal=call.goal, status=call.status, steps=call.steps,
@@ -176,11 +175,9 @@ def build_registry_operations(user: UserCheck) -> APIRouter:
         " leave out stays as it is).",
         openapi_extra=_body_schema(calls.UpdatePlan),
     )
-    async def update_plan(
-        request: Request, x_openwebui_user_id: HeaderValue = None, x_openwebui_chat_id: HeaderValue = None
-    ) -> JSONResponse:
+    async def update_plan(request: Request) -> JSONResponse:
         with _counted("update_plan"):
-            user_id, chat_id = user(x_openwebui_user_id), _chat(x_openwebui_chat_id)
+            user_id, chat_id = user(request), _chat(request)
             call = await _body(request, calls.UpdatePlan)
             plan = await _registries(request).update_plan(
                 user_id, chat_id, call.id, goal=call.goal, status=call.status, steps=call.steps
@@ -200,11 +197,9 @@ def build_registry_operations(user: UserCheck) -> APIRouter:
         summary="List your plans for this conversation",
         description="Every plan of this conversation with its goal, status and steps, oldest first.",
     )
-    async def list_plans(
-        request: Request, x_openwebui_user_id: HeaderValue = None, x_openwebui_chat_id: HeaderValue = None
-    ) -> JSONResponse:
+    async def list_plans(request: Request) -> JSONResponse:
         with _counted("list_plans"):
-            user_id, chat_id = user(x_openwebui_user_id), _chat(x_openwebui_chat_id)
+            user_id, chat_id = user(request), _chat(request)
             plans = await _registries(request).list_plans(user_id, chat_id)
             return JSONResponse({"plans": [_plan(plan) for plan in plans]})
 
@@ -218,11 +213,9 @@ def build_registry_operations(user: UserCheck) -> APIRouter:
         " registre_codex of the <environnement_contexte> block; read_code gives a content back.",
         openapi_extra=_body_schema(calls.CommitCode),
     )
-    async def commit_code(
-        request: Request, x_openwebui_user_id: HeaderValue = None, x_openwebui_chat_id: HeaderValue = None
-    ) -> JSONResponse:
+    async def commit_code(request: Request) -> JSONResponse:
         with _counted("commit_code"):
-            user_id, chat_id = user(x_openwebui_user_id), _chat(x_openwebui_chat_id)
+            user_id, chat_id = user(request), _chat(request)
             call = await _body(request, calls.CommitCode)
             entry = await _registries(request).commit_code(
                 user_id, chat_id, call.id, lang=call.lang, content=call.content, message=call.message
@@ -237,11 +230,9 @@ def build_registry_operations(user: UserCheck) -> APIRouter:
         description="The latest content of a code entry of this conversation, with its version and lines.",
         openapi_extra=_body_schema(calls.ReadCode),
     )
-    async def read_code(
-        request: Request, x_openwebui_user_id: HeaderValue = None, x_openwebui_chat_id: HeaderValue = None
-    ) -> JSONResponse:
+    async def read_code(request: Request) -> JSONResponse:
         with _counted("read_code"):
-            user_id, chat_id = user(x_openwebui_user_id), _chat(x_openwebui_chat_id)
+            user_id, chat_id = user(request), _chat(request)
             call = await _body(request, calls.ReadCode)
             entry = await _registries(request).read_code(user_id, chat_id, call.id)
             if entry is None:
@@ -260,11 +251,9 @@ def build_registry_operations(user: UserCheck) -> APIRouter:
         description="Every code entry of this conversation (file name, language, lines, version, last"
         " commit message), without contents; read_code reads one.",
     )
-    async def list_code(
-        request: Request, x_openwebui_user_id: HeaderValue = None, x_openwebui_chat_id: HeaderValue = None
-    ) -> JSONResponse:
+    async def list_code(request: Request) -> JSONResponse:
         with _counted("list_code"):
-            user_id, chat_id = user(x_openwebui_user_id), _chat(x_openwebui_chat_id)
+            user_id, chat_id = user(request), _chat(request)
             entries = await _registries(request).list_code(user_id, chat_id)
             return JSONResponse({"entries": [_entry(entry) for entry in entries]})
 

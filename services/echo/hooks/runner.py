@@ -25,7 +25,7 @@ from opentelemetry.context import Context
 from echo import metrics, tracing
 from echo.filters import base
 from echo.filters import events as events_module
-from echo.hooks import wire
+from echo.hooks import stepwise_json, wire
 
 __all__ = ["MAX_EVENTS", "deadline_seconds", "run_hook"]
 
@@ -88,6 +88,7 @@ async def run_hook(
     Raises a 422 (`wire.too_deep`) only when the body itself nests deeper than JSON can be written.
     """
     started = time.perf_counter()
+    large = wire.body_size() >= wire.THREAD_BYTES
     seconds = deadline_seconds(ctx)
     if isinstance(flt, base.ExtendsDeadline):
         try:
@@ -117,35 +118,50 @@ async def run_hook(
                 result = await hook(dict(body), ctx)
             if not isinstance(result, dict):
                 raise TypeError(f"filter returned {type(result).__name__}, not a body")
-            answer = wire.render_json(result)
+            answer = await _render(result, large)
         except TimeoutError:
             outcome = "deadline"
             span.set_status(trace.StatusCode.ERROR, "deadline exceeded")
             log.warning("hook_deadline_exceeded", deadline_s=seconds, returned="fallback body")
             metrics.HOOK_FAILURES.labels(ctx.filter_id, ctx.phase, "deadline").inc()
-            answer = _render_fallback(flt, body, ctx, f"timed out after {round(seconds * 1000)} ms")
+            answer = await _render_fallback(
+                flt, body, ctx, f"timed out after {round(seconds * 1000)} ms", large
+            )
         except Exception as error:
             outcome = "failed"
             span.record_exception(error)
             span.set_status(trace.StatusCode.ERROR, type(error).__name__)
             log.exception("hook_failed", error=repr(error), returned="fallback body")
             metrics.HOOK_FAILURES.labels(ctx.filter_id, ctx.phase, "error").inc()
-            answer = _render_fallback(flt, body, ctx, "failed")
+            answer = await _render_fallback(flt, body, ctx, "failed", large)
     _publish(ctx)
     metrics.HOOK_REQUESTS.labels(ctx.filter_id, ctx.phase, outcome).inc()
     metrics.HOOK_LATENCY.labels(ctx.filter_id, ctx.phase).observe(time.perf_counter() - started)
     return answer
 
 
-def _render_fallback(flt: base.Filter, body: dict[str, Any], ctx: base.HookContext, failure: str) -> bytes:
-    fallback, event = _fallback(flt, body, ctx, failure)
+async def _render(value: dict[str, Any], large: bool) -> bytes:
+    """`wire.render_json(value)`; for the answer to a large request, on a worker thread in bounded
+    steps (`stepwise_json`: the C encoder would hold the GIL, and so the loop, for the whole body)."""
+    if not large:
+        return wire.render_json(value)
+    return await asyncio.to_thread(stepwise_json.render, value)
+
+
+async def _render_fallback(
+    flt: base.Filter, body: dict[str, Any], ctx: base.HookContext, failure: str, large: bool
+) -> bytes:
+    if large:  # withholding and comparing walk the whole body: not on the loop
+        fallback, event = await asyncio.to_thread(_fallback, flt, body, ctx, failure)
+    else:
+        fallback, event = _fallback(flt, body, ctx, failure)
     if ctx.events:  # they described an answer that is not given
         discarded = [getattr(e, "description", repr(e)) for e in ctx.events[:MAX_EVENTS]]
         log.info("status_events_discarded", descriptions=discarded, count=len(ctx.events))
     ctx.events[:] = [event]
     # The body came from our own parser (no NaN, integers Python reads), so only its depth can fail.
     try:
-        return wire.render_json(fallback)
+        return await _render(fallback, large)
     except RecursionError as error:
         raise wire.too_deep() from error
 

@@ -13,15 +13,13 @@ model call, server-side in Open WebUI:
 
 The OpenAPI document is served without auth (Open WebUI fetches it so) and is generated from these
 routes, so it always matches them. Every call carries the bearer key and Open WebUI's
-`x-openwebui-user-id` header: a call without a user is refused with a 422 naming the header, and a
-user only ever searches their own memories.
+`x-openwebui-user-id` header: a call without a user, or with the header twice, is refused with a
+422 naming the header, and a user only ever searches their own memories.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Header, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -29,12 +27,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 import echo
 from echo.errors import EchoError
 from echo.filters import context_search
+from echo.hooks import edge, identity, openapi_docs, registry_tools, security, wire
 from echo.hooks import memories as memories_api
-from echo.hooks import openapi_docs, registry_tools, security, wire
 
-__all__ = ["USER_HEADER", "build_tools_router"]
+__all__ = ["OPENAPI_PATH", "USER_HEADER", "build_tools_router"]
 
-USER_HEADER = "x-openwebui-user-id"
+OPENAPI_PATH = "/tools/openapi.json"  # public: Open WebUI fetches it without the key
+
+USER_HEADER = identity.USER_HEADER
 
 
 def _refuse_boolean(value: object) -> object:
@@ -114,8 +114,11 @@ class SearchSessionContextAnswer(BaseModel):
     chunks: list[ContextChunk]
 
 
-def _user(value: str | None) -> str:
-    if value is None or not value.strip():
+def _user(request: Request) -> str:
+    """The calling user, from Open WebUI's `x-openwebui-user-id` header: a 422 naming the header when it
+    is missing or blank, or sent twice (`echo.hooks.identity`; never resolved by picking one)."""
+    user_id = identity.single_header(request.headers, USER_HEADER, route="tools")
+    if user_id is None:
         raise wire.unprocessable(
             [
                 {
@@ -126,14 +129,15 @@ def _user(value: str | None) -> str:
                 }
             ]
         )
-    return value.strip()
+    return user_id
 
 
-def build_tools_router(auth: security.BearerAuth) -> APIRouter:
-    """The tool routes (behind `auth`) and their OpenAPI document (public)."""
+def build_tools_router(keys: security.Keys) -> APIRouter:
+    """The tool routes (behind the hooks' key of `keys`) and their OpenAPI document (public)."""
     router = APIRouter()
     operations = APIRouter(
-        dependencies=auth.dependencies(), responses=openapi_docs.AUTH_ERRORS if auth.enabled else {}
+        dependencies=keys.dependencies(security.HOOKS),
+        responses=openapi_docs.AUTH_ERRORS if keys.required(security.HOOKS) else {},
     )
 
     @operations.post(
@@ -148,9 +152,8 @@ def build_tools_router(auth: security.BearerAuth) -> APIRouter:
     async def search_memories(
         request: Request,
         call: SearchMemories,
-        x_openwebui_user_id: Annotated[str | None, Header(include_in_schema=False)] = None,
     ) -> JSONResponse:
-        user_id = _user(x_openwebui_user_id)
+        user_id = _user(request)
         runtime = memories_api.backends_of(request)
         try:
             found = await memories_api.search_memories(runtime, user_id, call.query, call.k)
@@ -160,7 +163,7 @@ def build_tools_router(auth: security.BearerAuth) -> APIRouter:
             {k: item[k] for k in ("summary", "memory_importance", "tags", "updated_at", "score")}
             for item in found
         ]
-        return JSONResponse({"memories": items})
+        return wire.JSONAnswer({"memories": items})
 
     @operations.post(
         "/tools/search_session_context",
@@ -175,9 +178,8 @@ def build_tools_router(auth: security.BearerAuth) -> APIRouter:
     async def search_session_context(
         request: Request,
         call: SearchSessionContext,
-        x_openwebui_user_id: Annotated[str | None, Header(include_in_schema=False)] = None,
     ) -> JSONResponse:
-        user_id = _user(x_openwebui_user_id)
+        user_id = _user(request)
         runtime = memories_api.backends_of(request)
         try:
             found = await context_search.search_session_context(
@@ -185,7 +187,7 @@ def build_tools_router(auth: security.BearerAuth) -> APIRouter:
             )
         except EchoError as error:
             raise HTTPException(status_code=503, detail=f"a backend is unavailable: {error}") from error
-        return JSONResponse({k: v for k, v in found.items() if v is not None})
+        return wire.JSONAnswer({k: v for k, v in found.items() if v is not None})
 
     operations.include_router(registry_tools.build_registry_operations(_user))
     document = get_openapi(
@@ -200,8 +202,9 @@ def build_tools_router(auth: security.BearerAuth) -> APIRouter:
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
     }
     document["security"] = [{"bearer": []}]
+    edge.document(document, openapi_docs.Problem.model_json_schema())  # the 413 and 415 of every POST
 
-    @router.get("/tools/openapi.json", include_in_schema=False)
+    @router.get(OPENAPI_PATH, include_in_schema=False)
     async def openapi() -> JSONResponse:
         return JSONResponse(document)
 

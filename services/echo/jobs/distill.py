@@ -20,6 +20,11 @@ message). The payload holds references, not a transcript. The handler:
 5. writes the vector with the memory's payload (user_id, chat_id, timestamp, memory_importance,
    memory_id, tags, provenance, version, summary) and marks the version indexed.
 
+CPU: a window is small (`WINDOW_SIZE + WINDOW_OVERLAP` messages), but the valves may make it large;
+from `THREAD_MESSAGES` messages, checking its chain and cleaning its messages run on a worker thread,
+so that an in-process worker never holds the hooks' event loop (the LLM and the embedder already
+leave it: the offline provider and the local model compute on threads).
+
 Failures: LLM, embedder or vector store down → retried with the queue's backoff (nothing is
 written before the decision, and everything after it is idempotent); a forgotten user's job finds
 its row gone and stops (checked under the lock `DELETE /users/{id}` takes too).
@@ -27,10 +32,11 @@ its row gone and stops (checked under the lock `DELETE /users/{id}` takes too).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -44,12 +50,21 @@ from echo.store import conversations, memories, pool
 from echo.store import errors as store_errors
 from echo.vectors import base as vectors_base
 
-__all__ = ["PAYLOAD_VERSION", "DistillHandler", "DistillJob", "MemoryBackends", "point_payload"]
+__all__ = [
+    "PAYLOAD_VERSION",
+    "THREAD_MESSAGES",
+    "DistillHandler",
+    "DistillJob",
+    "MemoryBackends",
+    "point_payload",
+]
 
 log = structlog.get_logger("echo.jobs.distill")
+_R = TypeVar("_R")
 _Failure = handling.Failure  # a step failed (reason, retryable): see echo.jobs.handling
 
 PAYLOAD_VERSION = 1
+THREAD_MESSAGES = 500  # from this many messages in a window, its CPU-bound steps run on a worker thread
 _MAX_MERGE_ROUNDS = 5
 _DISTILL_OUTPUT_TOKENS = 2048  # a 1000-word summary is about 1,400 tokens, plus the other fields
 
@@ -131,6 +146,13 @@ class DistillJob:
         return job
 
 
+async def _cpu(size: int, work: Callable[[], _R]) -> _R:
+    """`work()`, on a worker thread for `THREAD_MESSAGES` messages or more (module docstring)."""
+    if size < THREAD_MESSAGES:
+        return work()
+    return await asyncio.to_thread(work)
+
+
 def point_payload(memory: records.Memory) -> dict[str, Any]:
     """The vector point's payload: seed 000's fields, the provenance (the key of every window it came
     from; the messages of each are in PostgreSQL), and what recall needs without a database read."""
@@ -182,7 +204,9 @@ class DistillHandler:
             await close()
 
     async def __call__(self, job: domain.Job, /) -> None:
-        spec = DistillJob.from_payload(job.payload)
+        invariants = job.payload.get("invariants") if isinstance(job.payload, Mapping) else None
+        size = len(invariants) if isinstance(invariants, list) else 0
+        spec = await _cpu(size, lambda: DistillJob.from_payload(job.payload))
         bound = log.bind(user_id=spec.user_id, chat_id=spec.chat_id, window=spec.key[:12], job_id=job.id)
         started = time.perf_counter()
         try:
@@ -219,12 +243,19 @@ class DistillHandler:
         missing = [key for key in spec.invariants if key not in loaded]
         if missing:
             raise _Failure("missing_input", f"{len(missing)} window messages are not stored", retryable=False)
-        cleaned = cleaning.clean_messages([loaded[key] for key in spec.invariants], spec.file_names)
-        if not cleaned:
-            return await self._discard(job, spec, "empty")
-        if not worth.is_worth_distilling(cleaned):
-            return await self._discard(job, spec, "small_talk")
-        conversation = cleaning.render(cleaned)
+
+        def cleaned_window() -> tuple[str | None, str]:
+            """The window as the model reads it, or None and why it is not worth distilling."""
+            cleaned = cleaning.clean_messages([loaded[key] for key in spec.invariants], spec.file_names)
+            if not cleaned:
+                return None, "empty"
+            if not worth.is_worth_distilling(cleaned):
+                return None, "small_talk"
+            return cleaning.render(cleaned), ""
+
+        conversation, discarded = await _cpu(len(spec.invariants), cleaned_window)
+        if conversation is None:
+            return await self._discard(job, spec, discarded)
         model = await self._llm.get()
         distilled, result = await self._distillation(model, spec, conversation)
         if distilled is None:

@@ -263,7 +263,9 @@ class MapReduceHandler:
         embedder: embeddings_base.Embedder,
         vectors: vectors_base.VectorStore,
     ) -> list[chunking.Chunk]:
-        chunks = chunking.chunk_text(text, offsets, size=spec.chunk_tokens, overlap=spec.overlap_tokens)
+        chunks = await asyncio.to_thread(  # CPU in proportion to the text: off the event loop
+            chunking.chunk_text, text, offsets, size=spec.chunk_tokens, overlap=spec.overlap_tokens
+        )
         for start in range(0, len(chunks), EMBED_BATCH):
             batch = chunks[start : start + EMBED_BATCH]
             try:
@@ -286,10 +288,12 @@ class MapReduceHandler:
         return chunks
 
     async def _summary(self, spec: MapReduceJob, text: str, offsets: Sequence[int]) -> tuple[str, str]:
-        if mapreduce.fast_path(text, spec.max_words):
+        if await asyncio.to_thread(mapreduce.fast_path, text, spec.max_words):
             return text.strip(), "fast_path"
         model = await self._llm.get()
-        sections = chunking.sections(text, offsets, max_tokens=MAP_SECTION_TOKENS, max_sections=MAX_MAP_CALLS)
+        sections = await asyncio.to_thread(
+            chunking.sections, text, offsets, max_tokens=MAP_SECTION_TOKENS, max_sections=MAX_MAP_CALLS
+        )
         limit = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
 
         async def ask(prompt: mapreduce.Prompt, purpose: str) -> str:

@@ -23,6 +23,11 @@ The handler:
    instructions as system text, `summary_temperature` and `max_summary_tokens`;
 6. stores the summary with the ordered refs it covers, once per `(user_id, covered_hash)`.
 
+CPU: the steps that walk every planned turn (their hashes, the fitting and its token counts, the
+branch's hashes) run on a worker thread (`asyncio.to_thread`) once a job holds `THREAD_TURNS` turns,
+so that an in-process worker (embedded `serve`) never holds the hooks' event loop: a 20,000-message
+chat's summary held it for seconds.
+
 Failures: an empty answer (a reasoning-only one comes back empty from the providers) or an LLM
 error is retried with the queue's backoff while attempts remain (a non-retryable LLM error other than
 an empty answer is not); then `summary_fail_mode` decides: `silent` logs, counts and ends the job,
@@ -33,10 +38,11 @@ the chat's next inlet tells the user, once; a later summary of the chat that suc
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import structlog
 
@@ -49,14 +55,16 @@ from echo.llm import interface as llm
 from echo.store import conversations
 from echo.store import errors as store_errors
 
-__all__ = ["PAYLOAD_VERSION", "SummaryHandler", "SummaryJob"]
+__all__ = ["PAYLOAD_VERSION", "THREAD_TURNS", "SummaryHandler", "SummaryJob"]
 
 log = structlog.get_logger("echo.jobs.summary")
 _Failure = handling.Failure  # a step failed (reason, retryable): see echo.jobs.handling
 
 PAYLOAD_VERSION = 1
+THREAD_TURNS = 500  # from this many planned turns, the CPU-bound steps run on a worker thread
 FailMode = Literal["silent", "raise"]
 _INPUT_TAG = "\n<compression_input>\n"
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True)
@@ -268,7 +276,7 @@ class SummaryHandler:
             metrics.COMPRESSION_SUMMARY_SECONDS.observe(time.perf_counter() - started)
 
     async def _summarise(self, spec: SummaryJob, bound: Any) -> str:
-        hashes = spec.hashes()
+        hashes = await _cpu(len(spec.invariants), spec.hashes)
         done = await self.store.summaries_at(spec.user_id, hashes)
         reached = [k for k, key in enumerate(hashes) if done.get(key) == spec.start + k + 1]
         if reached and reached[-1] == len(hashes) - 1:
@@ -300,13 +308,19 @@ class SummaryHandler:
             hashes=planned_hashes,
             previous=previous.summary if previous is not None else None,
         )
-        fitted = fitting.fit_summary_input(
-            plan, planned, window=spec.window, style=spec.style, locale=spec.locale, counter=self._counter
-        )
+
+        def fit() -> tuple[fitting.SummaryInput, int]:
+            """The prompt that fits the window, and the tokens of what it holds."""
+            fitted = fitting.fit_summary_input(
+                plan, planned, window=spec.window, style=spec.style, locale=spec.locale, counter=self._counter
+            )
+            input_tokens = sum(msgs.message_tokens(m, self._counter) for m in planned[: fitted.taken])
+            input_tokens += self._counter(previous.summary.text) if previous is not None else 0
+            return fitted, input_tokens
+
+        fitted, input_tokens = await _cpu(len(planned), fit)
         text, result = await self._generate(spec, fitted)
         refs = _refs(previous, plan, fitted.taken)
-        input_tokens = sum(msgs.message_tokens(m, self._counter) for m in planned[: fitted.taken])
-        input_tokens += self._counter(previous.summary.text) if previous is not None else 0
         summary_tokens = self._counter(text)
         saved = await self.store.save_summary(
             conversations.NewSummary(
@@ -349,11 +363,16 @@ class SummaryHandler:
         stop = spec.start + len(spec.invariants)
         if head is None or len(head) <= stop:
             return None
-        parent: str | None = None
-        head_hashes = []
-        for invariant in head:
-            parent = chain.cumulative_hash(invariant, parent)
-            head_hashes.append(parent)
+
+        def chained() -> list[str]:
+            parent: str | None = None
+            out = []
+            for invariant in head:
+                parent = chain.cumulative_hash(invariant, parent)
+                out.append(parent)
+            return out
+
+        head_hashes = await _cpu(len(head), chained)
         if head_hashes[stop - 1] != spec.covered_hash:
             return None
         row = await self.store.best_summary(spec.user_id, head_hashes)
@@ -402,6 +421,13 @@ class SummaryHandler:
                 bound.warning("summary_failure_not_recorded", error=str(error))
         if spec.fail_mode == "raise":
             raise errors.PermanentJobError(str(failure))
+
+
+async def _cpu(size: int, work: Callable[[], _R]) -> _R:
+    """`work()`, on a worker thread for `THREAD_TURNS` turns or more (see the module docstring)."""
+    if size < THREAD_TURNS:
+        return work()
+    return await asyncio.to_thread(work)
 
 
 def _refs(previous: conversations.SummaryRow | None, plan: planning.SummaryPlan, taken: int) -> list[str]:

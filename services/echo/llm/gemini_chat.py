@@ -9,6 +9,12 @@ bytes, function calls with their arguments as Gemini wrote them), which the pipe
 shadow; ``stream_contents`` takes contents and a config already in Gemini's shapes (the pipe's
 suture builds them).
 
+Gemini's JSON may carry lone surrogate escapes (``\\ud800``): valid JSON, but no UTF-8 can encode such
+a text, so the answer could be neither sent on (a 500, or a stream cut short) nor stored. Each text,
+function-call name and argument has its lone surrogates replaced by U+FFFD as it is read
+(``echo.text.encodable``), and the answer goes on; NUL, which UTF-8 and JSON carry, is left to the
+stores.
+
 Every failure of the call (API errors, transport errors, timeouts) surfaces as one ``LLMError``
 saying whether a retry may succeed (429, 408, 5xx, timeouts and connection failures);
 ``LLMError`` lives in ``echo.llm.errors`` and is re-exported here.
@@ -26,6 +32,7 @@ from typing import Any, TypeVar
 from google import genai
 from google.genai import errors, types
 
+from echo import text as text_module
 from echo.llm import openai_to_gemini
 from echo.llm.errors import LLMError
 from echo.llm.retries import parse_retry_after
@@ -117,13 +124,13 @@ def part_dict(part: types.Part) -> PartDict | None:
     out: PartDict = {}
     if part.function_call is not None:
         out["function_call"] = {
-            "name": part.function_call.name or "",
-            "args": dict(part.function_call.args or {}),
+            "name": text_module.encodable(part.function_call.name or ""),
+            "args": text_module.encodable_value(dict(part.function_call.args or {})),
         }
     elif part.inline_data is not None and part.inline_data.data is not None:
         out["inline_data"] = {"mime_type": part.inline_data.mime_type or "", "data": part.inline_data.data}
     elif part.text is not None:
-        out["text"] = part.text
+        out["text"] = text_module.encodable(part.text)
     elif part.thought_signature:
         out["text"] = ""  # a signature on a part of its own
     else:
@@ -146,7 +153,7 @@ def _split(response: types.GenerateContentResponse) -> tuple[str, str, str | Non
     parts: list[PartDict] = []
     for part in (candidate.content.parts if candidate.content else None) or []:
         if part.text and part.function_call is None:
-            (reasoning if part.thought else content).append(part.text)
+            (reasoning if part.thought else content).append(text_module.encodable(part.text))
         kept = part_dict(part)
         if kept is not None:
             parts.append(kept)

@@ -16,6 +16,7 @@ It says it is degraded everywhere: a warning ``llm_offline`` with the reason whe
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import Mapping
@@ -154,7 +155,7 @@ class OfflineLLM:
             )
         request = dataclasses.replace(request, model="offline")
 
-        async def attempt() -> calls.Answer:
+        def answer() -> calls.Answer:
             metrics.LLM_OFFLINE.labels(request.purpose).inc()
             budget = max(1, request.max_output_tokens)
             if request.json_schema is None:
@@ -164,6 +165,11 @@ class OfflineLLM:
             prompt = tokens.estimate_tokens(f"{request.system}\n{request.input_text}")
             usage = Usage(prompt, tokens.estimate_tokens(text))
             return calls.Answer(text=text, usage=usage, finish_reason="stop")
+
+        async def attempt() -> calls.Answer:
+            # CPU in proportion to the input (a summary window of thousands of messages): on a worker
+            # thread, so the event loop (the hooks' own, with the embedded worker) stays free.
+            return await asyncio.to_thread(answer)
 
         return await calls.generate(self.provider_name, request, attempt, _NO_RETRY)
 

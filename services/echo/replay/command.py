@@ -3,18 +3,27 @@
 `echo.cli` parses the options and the environment and calls `run`; errors the user can fix come back
 as `EchoError`s (`TranscriptError`, `ConfigError`, `PlotUnavailable`, a store error) with a message
 that names the file, the valve or what to install.
+
+Per chat, the progress bar (stderr) runs while it replays; then come its title, the table, a legend
+of the units and the totals (stdout). Unless `--verbose`, what is logged while a chat replays (the
+offline provider's warning, a failing job) is held and printed after those lines, one line per kind
+of entry (stderr), so that no log line lands inside a table.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
+import structlog
 
 from echo.config import live
 from echo.config import valves as valves_module
@@ -23,7 +32,7 @@ from echo.filters import compression as compression_filter
 from echo.replay import driver, plot, reports, transcripts
 from echo.store import bootstrap
 
-__all__ = ["Options", "provider_of", "read_transcripts", "run", "select"]
+__all__ = ["Options", "held_logs", "provider_of", "read_transcripts", "run", "select"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,7 @@ class Options:
     every: int = 1
     plot: Path | None = None
     chats: tuple[str, ...] = ()
+    hold_logs: bool = True  # print what is logged during a chat's replay after its table (not --verbose)
 
 
 def read_transcripts(path: Path) -> tuple[transcripts.Transcript, ...]:
@@ -111,11 +121,49 @@ def _describe(valves: valves_module.CompressionValves) -> str:
     )
 
 
+class _HeldRecords(logging.Handler):
+    """A stdlib handler that keeps each record as a log entry (the wheel's and libraries' logs)."""
+
+    def __init__(self, entries: list[Mapping[str, Any]]) -> None:
+        super().__init__()
+        self.entries = entries
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.entries.append(
+            {"event": record.getMessage(), "level": record.levelname.lower(), "logger": record.name}
+        )
+
+
+@contextlib.contextmanager
+def held_logs(hold: bool = True) -> Iterator[list[Mapping[str, Any]]]:
+    """The log entries emitted inside the block, kept instead of written (``hold``); structlog's
+    level filter still applies. Without ``hold``, logs are written as they come and none are kept."""
+    entries: list[Mapping[str, Any]] = []
+    if not hold:
+        yield entries
+        return
+
+    def keep(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Mapping[str, Any]:
+        entries.append(dict(event))
+        raise structlog.DropEvent
+
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers = root.handlers[:]
+    structlog.configure(processors=[structlog.processors.add_log_level, keep])
+    root.handlers = [_HeldRecords(entries)]
+    try:
+        yield entries
+    finally:
+        root.handlers = handlers
+        structlog.configure(**saved)
+
+
 async def _replay_all(
     settings: Settings,
     chats: Sequence[transcripts.Transcript],
     valves: dict[str, valves_module.Valves],
-    every: int,
+    options: Options,
 ) -> list[reports.Replayed]:
     done: list[reports.Replayed] = []
     async with (
@@ -123,18 +171,27 @@ async def _replay_all(
         driver.session(store, settings, valves.get) as replayer,
     ):
         for chat in chats:
+            label = f"replaying {chat.title if len(chat.title) <= 40 else chat.title[:39] + '…'}"
+            with (
+                held_logs(options.hold_logs) as logged,
+                click.progressbar(length=len(chat.exchanges), label=label, file=sys.stderr) as bar,
+            ):
+                done.append(await replayer.replay(chat, on_turn=lambda _turn: bar.update(1)))
             click.echo(
                 f"\n{chat.title} ({chat.kind}, {len(chat.exchanges)} turns, {len(chat.messages)} messages)"
             )
-            with click.progressbar(length=len(chat.exchanges), label="replaying", file=sys.stderr) as bar:
-                done.append(await replayer.replay(chat, on_turn=lambda _turn: bar.update(1)))
-            _print(done[-1], every=every)
+            _print(done[-1], every=options.every)
+            for line in reports.log_digest(logged):
+                click.echo(line, err=True)
     return done
 
 
 def _print(replayed: reports.Replayed, *, every: int) -> None:
     for line in reports.turn_table(replayed.turns, every):
         click.echo(line)
+    if replayed.turns:
+        for line in reports.legend_lines():
+            click.echo(line)
     for line in reports.summary_lines(replayed):
         click.echo(line)
 
@@ -150,7 +207,7 @@ def run(settings: Settings, path: Path, options: Options) -> list[reports.Replay
     click.echo(f"valves: {_describe(compression)}")
     store = "ECHO_DATABASE_URL" if settings.database_url else f"embedded PostgreSQL under {settings.data_dir}"
     click.echo(f"summaries by: {provider_of(settings)}; store: {store}, tenant {settings.tenant}")
-    replays = asyncio.run(_replay_all(settings, chats, valves, options.every))
+    replays = asyncio.run(_replay_all(settings, chats, valves, options))
     if options.plot is not None and any(replayed.turns for replayed in replays):
         panels = plot.write_png(replays, options.plot)
         click.echo(f"\nwrote {options.plot} ({panels} chat{'s' if panels > 1 else ''})")

@@ -14,7 +14,7 @@ from typing import Any
 
 from echo.replay import transcripts
 
-__all__ = ["Replayed", "Turn", "summary_lines", "turn_table"]
+__all__ = ["Replayed", "Turn", "legend_lines", "log_digest", "summary_lines", "turn_table"]
 
 
 @dataclass(frozen=True)
@@ -54,13 +54,41 @@ class Replayed:
         return next((turn.number for turn in self.turns if turn.summary_covers), None)
 
 
+# The table's columns: (group, name, width). A group names the unit of the columns under it.
+_COLUMNS: tuple[tuple[str, str, int], ...] = (
+    ("", "turn", 5),
+    ("messages", "in", 5),
+    ("messages", "out", 5),
+    ("tokens", "without ECHO", 12),
+    ("tokens", "with ECHO", 10),
+    ("tokens", "saved", 6),
+    ("summary", "covers", 9),
+    ("time (ms)", "inlet", 7),
+    ("time (ms)", "outlet", 7),
+)
+
+
+def _headers() -> tuple[str, str]:
+    """The group line (each group centred over its columns) and the column line."""
+    groups: list[str] = []
+    columns = " ".join(f"{name:>{width}}" for _, name, width in _COLUMNS)
+    at = 0
+    while at < len(_COLUMNS):
+        group = _COLUMNS[at][0]
+        end = at
+        while end < len(_COLUMNS) and _COLUMNS[end][0] == group:
+            end += 1
+        width = sum(w for _, _, w in _COLUMNS[at:end]) + (end - at - 1)
+        groups.append(f"{group:^{width}}" if end - at > 1 else f"{group:>{width}}")
+        at = end
+    return " ".join(groups).rstrip(), columns
+
+
 def turn_table(turns: Sequence[Turn], every: int = 1) -> list[str]:
-    """The per-turn table: every ``every``-th turn, the first and the last always."""
-    header = (
-        f"{'turn':>5} {'msgs':>5} {'sent':>5} {'without ECHO':>12} {'with ECHO':>10} {'saved':>6} "
-        f"{'summary':>9} {'inlet ms':>8} {'outlet ms':>9}"
-    )
-    lines = [header, "-" * len(header)]
+    """The per-turn table: every ``every``-th turn, the first and the last always; two header lines
+    (what each group counts, then the columns) and a rule, then a row per turn shown."""
+    groups, columns = _headers()
+    lines = [groups, columns, "-" * len(columns)]
     last = len(turns)
     for position, turn in enumerate(turns, start=1):
         if position not in (1, last) and position % every:
@@ -68,9 +96,42 @@ def turn_table(turns: Sequence[Turn], every: int = 1) -> list[str]:
         covers = f"{turn.summary_covers} msgs" if turn.summary_covers else "-"
         lines.append(
             f"{turn.number:>5} {turn.messages:>5} {turn.sent:>5} {turn.tokens_before:>12,} "
-            f"{turn.tokens_after:>10,} {turn.saved:>6.0%} {covers:>9} {turn.inlet_ms:>8.1f} "
-            f"{turn.outlet_ms:>9.1f}" + ("  ! " + turn.warnings[0] if turn.warnings else "")
+            f"{turn.tokens_after:>10,} {turn.saved:>6.0%} {covers:>9} {turn.inlet_ms:>7.1f} "
+            f"{turn.outlet_ms:>7.1f}" + ("  ! " + turn.warnings[0] if turn.warnings else "")
         )
+    return lines
+
+
+def legend_lines() -> list[str]:
+    """What the table's columns count, printed under it."""
+    return [
+        "messages: in = what Open WebUI sends for the turn, out = what ECHO sends on",
+        "tokens: ECHO's estimate of those messages, without and with ECHO; saved: the share taken out",
+        "summary covers: the messages the injected summary stands for",
+        "time: the filters' inlets and outlets, in milliseconds, in process",
+    ]
+
+
+_DIGEST_CHARS = 200  # one line of the log digest, at most
+_UNSHOWN = frozenset({"event", "log_level", "level", "timestamp"})
+
+
+def log_digest(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The log entries held during a replay, one line per level and event (with its count and the
+    fields of its first entry), to print after the table instead of inside it; none: no lines."""
+    if not entries:
+        return []
+    counts: dict[tuple[str, str], int] = {}
+    first: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for entry in entries:
+        key = (str(entry.get("log_level", entry.get("level", "?"))), str(entry.get("event", "?")))
+        counts[key] = counts.get(key, 0) + 1
+        first.setdefault(key, entry)
+    lines = ["logged during the replay (--verbose prints each entry as it happens):"]
+    for (level, event), count in counts.items():
+        fields = " ".join(f"{k}={v}" for k, v in first[(level, event)].items() if k not in _UNSHOWN)
+        line = f"  {level} {event}" + (f" ×{count}" if count > 1 else "") + (f": {fields}" if fields else "")
+        lines.append(line if len(line) <= _DIGEST_CHARS else line[: _DIGEST_CHARS - 1] + "…")
     return lines
 
 

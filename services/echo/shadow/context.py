@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from echo import aec
+from echo import aec, bodies
 from echo.shadow import points
 
 __all__ = ["ECHO_CTX_KEY", "MODEL_ID", "MODEL_ORIGIN", "EchoContext", "from_inlet", "resolve_placeholders"]
@@ -79,7 +79,9 @@ class EchoContext:
 
 
 def from_inlet(body: Mapping[str, Any], user: Mapping[str, Any] | None) -> EchoContext:
-    """The ``echo_ctx`` of an inlet body (with ``metadata``) as the pipe's inlet sees it."""
+    """The ``echo_ctx`` of an inlet body (with ``metadata``) as the pipe's inlet sees it; its user is
+    ``user``, the object Open WebUI attached to the call (``echo.bodies``). The pipe itself takes its
+    user from Open WebUI again (``echo.hooks.pipe``): ``user_id`` here is only compared with it."""
     metadata = body.get("metadata")
     metadata = metadata if isinstance(metadata, Mapping) else {}
     model = metadata.get("model")
@@ -93,7 +95,8 @@ def from_inlet(body: Mapping[str, Any], user: Mapping[str, Any] | None) -> EchoC
             current = points.CurrentMessage(len(found) - 1, points.message_invariant(found[-1]))
     return EchoContext(
         chat_id=_text(metadata.get("chat_id")) or _text(body.get("chat_id")),
-        user_id=_text(metadata.get("user_id")) or _text((user or {}).get("id")),
+        # The attached user (Open WebUI's), never `metadata.user_id`: a body may come from a browser.
+        user_id=bodies.user_of(user),
         user_message_id=_text(metadata.get("user_message_id")),
         message_id=_text(metadata.get("message_id")),
         session_id=_text(metadata.get("session_id")),

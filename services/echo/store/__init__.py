@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from echo.store.embedded import EmbeddedPostgres
     from echo.store.errors import (
         ConstraintViolation,
+        DataRefused,
         EmbeddedPostgresError,
         MigrationError,
         PermanentStoreError,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Connection",
     "ConstraintViolation",
+    "DataRefused",
     "EmbeddedPostgres",
     "EmbeddedPostgresError",
     "Listener",

@@ -2,6 +2,11 @@
 
 Every call goes through `errors.translate_errors`, so nothing outside this package sees an asyncpg
 exception. Queries are `queries.Query` objects (named SQL from `.sql` files) or plain strings.
+
+What is sent is made storable here, for every caller (`echo.text`): NUL and lone surrogates, which
+PostgreSQL refuses in text and JSON, become U+FFFD in text parameters (arrays of text included) and
+in the JSON codec of json and jsonb (dict keys included). A lookup by a text that held one finds what
+was stored with it, since its parameter is made storable the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any, TypeAlias
 
 import asyncpg
 
+from echo import text
 from echo.store import errors, queries, tenancy
 
 __all__ = ["Connection", "Listener", "Record", "Store"]
@@ -28,11 +34,40 @@ def _sql(query: SQL) -> str:
     return query.sql if isinstance(query, queries.Query) else query
 
 
+def _storable(value: Any) -> Any:
+    """A parameter with its text made storable: a str, or a list or tuple of them (an array, a row),
+    nested; anything else as it is (dicts go to the JSON codec, which fixes its own text)."""
+    if isinstance(value, str):
+        return text.storable(value)
+    if not isinstance(value, list | tuple) or not value:
+        return value
+    try:
+        joined = "".join(value)
+    except TypeError:  # not only str
+        if not any(issubclass(kind, str | list | tuple) for kind in set(map(type, value))):
+            return value  # e.g. the dicts of a jsonb[]: the codec's
+        fixed = [_storable(item) for item in value]
+    else:
+        if text.is_storable(joined):  # an array of clean text: one scan
+            return value
+        fixed = [text.storable(item) for item in value]
+    return fixed if isinstance(value, list) else tuple(fixed)
+
+
+def _storable_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    for index, arg in enumerate(args):
+        fixed = _storable(arg)
+        if fixed is not arg:
+            return (*args[:index], fixed, *(_storable(rest) for rest in args[index + 1 :]))
+    return args
+
+
 async def _setup_connection(connection: asyncpg.Connection) -> None:
-    # JSON(B) in and out as Python values; the server normalises JSONB anyway.
+    # JSON(B) in and out as Python values; the server normalises JSONB anyway. `text.dumps` is
+    # json.dumps (characters as they are, not ASCII escapes) with NUL and lone surrogates replaced.
     for type_name in ("jsonb", "json"):
         await connection.set_type_codec(
-            type_name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+            type_name, encoder=text.dumps, decoder=json.loads, schema="pg_catalog"
         )
 
 
@@ -67,19 +102,19 @@ class Connection:
 
     async def execute(self, query: SQL, *args: Any) -> str:
         with errors.translate_errors():
-            return await self.raw.execute(_sql(query), *args)
+            return await self.raw.execute(_sql(query), *_storable_args(args))
 
     async def fetch(self, query: SQL, *args: Any) -> list[Record]:
         with errors.translate_errors():
-            return await self.raw.fetch(_sql(query), *args)
+            return await self.raw.fetch(_sql(query), *_storable_args(args))
 
     async def fetchrow(self, query: SQL, *args: Any) -> Record | None:
         with errors.translate_errors():
-            return await self.raw.fetchrow(_sql(query), *args)
+            return await self.raw.fetchrow(_sql(query), *_storable_args(args))
 
     async def fetchval(self, query: SQL, *args: Any) -> Any:
         with errors.translate_errors():
-            return await self.raw.fetchval(_sql(query), *args)
+            return await self.raw.fetchval(_sql(query), *_storable_args(args))
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:

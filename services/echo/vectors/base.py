@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, Self, runtime_checkable
 
+from echo import text
 from echo.errors import EchoError
 
 __all__ = [
@@ -45,11 +46,12 @@ def collection_name(tenant: str, kind: Kind) -> str:
 
 
 def point_uuid(point_id: str) -> str:
-    """The Qdrant id of an ECHO id: the id itself when it is a UUID, else a stable uuid5 of it."""
+    """The Qdrant id of an ECHO id: the id itself when it is a UUID, else a stable uuid5 of it (lone
+    surrogates replaced first: such an id has no UTF-8 to hash; every other id hashes as it always did)."""
     try:
         return str(uuid.UUID(point_id))
     except ValueError:
-        return str(uuid.uuid5(_NAMESPACE, point_id))
+        return str(uuid.uuid5(_NAMESPACE, text.encodable(point_id)))
 
 
 class VectorStoreError(EchoError):

@@ -8,6 +8,10 @@ they exist: another size raises ``DimensionMismatch`` naming both sizes and the 
 server, keyword payload indexes on ``user_id``, ``chat_id`` and ``source_id`` are created with the
 collection (local mode ignores indexes, so it is not asked). Driver errors become
 ``VectorStoreError`` (``qdrant_errors``): retryable for transport errors, timeouts, 429 and 5xx.
+
+Payloads and filter values are made storable (``echo.text``): a lone surrogate cannot be sent as
+JSON at all, and NUL becomes U+FFFD as in PostgreSQL, so both stores keep the same text and a filter
+on a chat id that held one matches what was stored.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
 
+from echo import text
 from echo.vectors import base, qdrant_errors, qdrant_local
 
 __all__ = ["INDEXED_KEYS", "QdrantVectorStore", "payload_index"]
@@ -35,7 +40,8 @@ def payload_index(key: str) -> models.KeywordIndexParams:
 
 def _filter(scope: dict[str, str], ids: Sequence[str] | None = None) -> models.Filter:
     must: list[Any] = [
-        models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in scope.items()
+        models.FieldCondition(key=k, match=models.MatchValue(value=text.storable(v)))
+        for k, v in scope.items()
     ]
     if ids is not None:
         must.append(models.HasIdCondition(has_id=list(ids)))
@@ -156,7 +162,7 @@ class QdrantVectorStore:
                     models.PointStruct(
                         id=base.point_uuid(point.id),
                         vector=list(point.vector),
-                        payload=point.stored_payload(),
+                        payload=text.storable_value(point.stored_payload()),
                     )
                 )
             if structs:
@@ -221,7 +227,8 @@ class QdrantVectorStore:
             points = await self._client.retrieve(
                 name, ids=[base.point_uuid(i) for i in ids], with_payload=True, with_vectors=with_vectors
             )
-        owned = [p for p in points if (p.payload or {}).get("user_id") == user_id]
+        owner = text.storable(user_id)  # as stored
+        owned = [p for p in points if (p.payload or {}).get("user_id") == owner]
         return [base.Record.from_stored(p.payload or {}, _vector(p.vector)) for p in owned]
 
     async def count(
