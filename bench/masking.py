@@ -34,10 +34,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "masking_corpus"))
 
-from corpus import Negative, Positive, negatives, positives  # noqa: E402
+from corpus import Negative, Positive, negatives, positives
 
-from echo import masking  # noqa: E402
-from echo.filters import masking as masking_filter  # noqa: E402
+from echo import masking
+from echo.filters import masking as masking_filter
 
 _B64_RUN = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
 
@@ -82,9 +82,19 @@ def table(title: str, header: tuple[str, ...], rows: Iterable[tuple[Any, ...]]) 
     rows = list(rows)
     widths = [max(len(str(x)) for x in column) for column in zip(header, *rows, strict=True)]
     print(f"\n{title}")
-    print("  ".join(str(h).ljust(w) if i == 0 else str(h).rjust(w) for i, (h, w) in enumerate(zip(header, widths, strict=True))))
+    print(
+        "  ".join(
+            str(h).ljust(w) if i == 0 else str(h).rjust(w)
+            for i, (h, w) in enumerate(zip(header, widths, strict=True))
+        )
+    )
     for row in rows:
-        print("  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w) for i, (x, w) in enumerate(zip(row, widths, strict=True))))
+        print(
+            "  ".join(
+                str(x).ljust(w) if i == 0 else str(x).rjust(w)
+                for i, (x, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
 
 
 def recall_rows(groups: dict[str, list[bool]]) -> list[tuple[str, int, int, str]]:
@@ -132,7 +142,8 @@ def outlet_body(text: str, messages: int = 50) -> dict[str, Any]:
 
 def load_module(path: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location("masking_compared", path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

@@ -103,7 +103,14 @@ class _Keys:
             ],
             "slack_token": [
                 "xoxb-" + r(12, string.digits) + "-" + r(13, string.digits) + "-" + self.mixed(24),
-                "xapp-" + "1-" + "A0" + r(9, UPPER_DIGITS) + "-" + r(13, string.digits) + "-" + self.mixed(64),
+                "xapp-"
+                + "1-"
+                + "A0"
+                + r(9, UPPER_DIGITS)
+                + "-"
+                + r(13, string.digits)
+                + "-"
+                + self.mixed(64),
             ],
             "stripe_api_key": ["sk_" + "live_" + self.mixed(99), "rk_" + "live_" + self.mixed(99)],
             "gitlab_token": ["glpat-" + self.mixed(20, ALNUM + "_-")],
@@ -114,7 +121,14 @@ class _Keys:
 
     def slack_hook(self) -> str:
         r = self.rand
-        return "https://hooks.slack.com/services/T" + r(8, UPPER_DIGITS) + "/B" + r(10, UPPER_DIGITS) + "/" + self.mixed(24)
+        return (
+            "https://hooks.slack.com/services/T"
+            + r(8, UPPER_DIGITS)
+            + "/B"
+            + r(10, UPPER_DIGITS)
+            + "/"
+            + self.mixed(24)
+        )
 
     def aws_secret(self) -> str:
         return self.mixed(40, ALNUM + "/+")
@@ -171,7 +185,7 @@ TOKEN_WRITERS: dict[str, Writer] = {
     "French and Chinese": lambda s, r: f"Voici la clé : {s}. 这是你的密钥：{s}，请妥善保管。",
     "zero-width inside": lambda s, r: f"key: {_zero_width(s, r)} (keep it)",
     "zero-width in the prefix": lambda s, r: f"key: {s[:2]}\u200b{s[2:]}",
-    "soft hyphens": lambda s, r: f"key = {_zero_width(s, r, 5).replace(chr(0x200b), chr(0xad))}",
+    "soft hyphens": lambda s, r: f"key = {_zero_width(s, r, 5).replace(chr(0x200B), chr(0xAD))}",
     "fullwidth": lambda s, r: f"キー：{_fullwidth(s)}",
     "fullwidth and zero-width": lambda s, r: f"key {_fullwidth(_zero_width(s, r))}",
     "glued to letters": lambda s, r: f"myApiKey{s} is set",
@@ -191,7 +205,9 @@ AWS_SECRET_WRITERS: dict[str, Callable[[str, str], str]] = {
     "JSON": lambda v, i: json.dumps({"AccessKeyId": i, "SecretAccessKey": v}),
     "YAML": lambda v, i: f"aws:\n  access_key_id: {i}\n  secret_access_key: {v}\n",
     "Terraform": lambda v, i: f'provider "aws" {{\n  access_key = "{i}"\n  secret_key = "{v}"\n}}',
-    "aws configure prompt": lambda v, i: f"AWS Access Key ID [None]: {i}\nAWS Secret Access Key [None]: {v}\n",
+    "aws configure prompt": lambda v, i: (
+        f"AWS Access Key ID [None]: {i}\nAWS Secret Access Key [None]: {v}\n"
+    ),
     "aws configure, key set": lambda v, i: f"AWS Secret Access Key [****************{v[-4:]}]: {v}",
     "credentials CSV": lambda v, i: f"User name,Password,Access key ID,Secret access key\nbob,,{i},{v}\n",
     "Java properties": lambda v, i: f"aws.accessKeyId={i}\naws.secretKey={v}",
@@ -204,7 +220,9 @@ AWS_SECRET_WRITERS: dict[str, Callable[[str, str], str]] = {
 
 def _kube_secret(key: str) -> str:
     data = base64.b64encode(key.encode()).decode()
-    return f"apiVersion: v1\nkind: Secret\ntype: kubernetes.io/tls\ndata:\n  tls.crt: LS0t\n  tls.key: {data}\n"
+    return (
+        f"apiVersion: v1\nkind: Secret\ntype: kubernetes.io/tls\ndata:\n  tls.crt: LS0t\n  tls.key: {data}\n"
+    )
 
 
 def _kubeconfig(key: str) -> str:
@@ -246,7 +264,9 @@ PEM_WRITERS: dict[str, Callable[[str, random.Random], str]] = {
     "one line": lambda k, r: "key: " + k.replace("\n", " ") + ".",
     "indented YAML block": lambda k, r: "tls:\n  key: |\n    " + k.replace("\n", "\n    ") + "\n",
     "four dashes": lambda k, r: k.replace("-----", "----"),
-    "lower case": lambda k, r: k.split("\n")[0].lower() + "\n" + _pem_body(k) + "\n" + k.split("\n")[-1].lower(),
+    "lower case": lambda k, r: (
+        k.split("\n")[0].lower() + "\n" + _pem_body(k) + "\n" + k.split("\n")[-1].lower()
+    ),
     "zero-width in BEGIN": lambda k, r: k.replace("BEGIN", "BE\u200bGIN", 1),
     "zero-width in the body": lambda k, r: k.replace("\n", "\u200b\n", 3),
     "stray END PUBLIC KEY inside": lambda k, r: _stray_end(k),
@@ -258,10 +278,14 @@ PEM_WRITERS: dict[str, Callable[[str, random.Random], str]] = {
     "base64 (kubeconfig)": lambda k, r: _kubeconfig(k),
     "base64, wrapped at 64": lambda k, r: _wrapped_base64(k, 64),
     "base64, wrapped at 76": lambda k, r: _wrapped_base64(k, 76),
-    "base64 in a data URI": lambda k, r: "data:application/x-pem-file;base64," + base64.b64encode(k.encode()).decode(),
+    "base64 in a data URI": lambda k, r: (
+        "data:application/x-pem-file;base64," + base64.b64encode(k.encode()).decode()
+    ),
     "base64 service-account JSON": lambda k, r: _service_account(k),
-    "base64, zero-width inside": lambda k, r: _zero_width(base64.b64encode(k.encode()).decode()[:40], r)
-    + base64.b64encode(k.encode()).decode()[40:],
+    "base64, zero-width inside": lambda k, r: (
+        _zero_width(base64.b64encode(k.encode()).decode()[:40], r)
+        + base64.b64encode(k.encode()).decode()[40:]
+    ),
 }
 PEM_TYPES = ("RSA ", "EC ", "OPENSSH ", "", "ENCRYPTED ", "DSA ", "PGP ")
 
@@ -299,7 +323,12 @@ def _png(width: int, height: int, rng: random.Random) -> bytes:
 
     rows = b"".join(b"\x00" + bytes(rng.randrange(256) for _ in range(3 * width)) for _ in range(height))
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 NEAR_MISSES = [
@@ -308,10 +337,12 @@ NEAR_MISSES = [
     "Set aws_secret_access_key = <your secret here> in ~/.aws/credentials, then run aws configure.",
     "AWS Secret Access Key [None]: (type it here, it is not echoed)",
     'secret_key = "changeme"  # Terraform: use a variable instead',
-    "SECRET_KEY = 'django-insecure-please-change-me-before-deploying-0123'",
+    "SECRET_KEY = 'django-" + "insecure-please-change-me-before-deploying-0123'",
     "A PEM file begins with -----BEGIN PRIVATE KEY----- and ends with -----END PRIVATE KEY-----.",
-    "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu1SU1LfVLPHCozMxH2Mo\n-----END PUBLIC KEY-----",
-    "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\n-----END CERTIFICATE-----",
+    "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu1SU1LfVLPHCozMxH2Mo\n"
+    "-----END PUBLIC KEY-----",
+    "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\n"
+    "-----END CERTIFICATE-----",
     "Let's begin with the private key concept: it must never leave your machine.",
     "import sklearn\nfrom sklearn.model_selection import train_test_split\n# pip install scikit-learn",
     "Use sk-learn or sk-this-is-not-a-key; ask-me-anything and task-runner-for-the-big-job are words.",
@@ -359,10 +390,14 @@ def _uuids(rng: random.Random) -> Iterator[Negative]:
 def _images(rng: random.Random) -> Iterator[Negative]:
     for i in range(12):
         png = base64.b64encode(_png(24 + 8 * i, 16 + 4 * i, rng)).decode()
-        yield Negative("base64 images", f"markdown-{i}", f"Here is the chart:\n\n![chart](data:image/png;base64,{png})")
+        yield Negative(
+            "base64 images", f"markdown-{i}", f"Here is the chart:\n\n![chart](data:image/png;base64,{png})"
+        )
         yield Negative("base64 images", f"html-{i}", f'<img alt="x" src="data:image/png;base64,{png}">')
         yield Negative("base64 images", f"bare-{i}", png)
-        yield Negative("base64 images", f"wrapped-{i}", "\n".join(png[j : j + 76] for j in range(0, len(png), 76)))
+        yield Negative(
+            "base64 images", f"wrapped-{i}", "\n".join(png[j : j + 76] for j in range(0, len(png), 76))
+        )
 
 
 def _random_blobs(rng: random.Random) -> Iterator[Negative]:
@@ -389,7 +424,9 @@ def _locomo() -> Iterator[Negative]:
         conversation = json.loads(path.read_text())
         for key, turns in conversation.items():
             if key.startswith("session_") and isinstance(turns, list):
-                text = "\n".join(f"{t.get('speaker')}: {t.get('text', '')}" for t in turns if isinstance(t, dict))
+                text = "\n".join(
+                    f"{t.get('speaker')}: {t.get('text', '')}" for t in turns if isinstance(t, dict)
+                )
                 yield Negative("LoCoMo dialogue", f"{path.stem}/{key}", text)
 
 

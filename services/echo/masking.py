@@ -563,6 +563,7 @@ class _Token:
     high: int
     check: Callable[[str, bool], bool] | None = None
     needs: tuple[str, ...] = ()  # character classes ``check`` wants in the body: tested first, in one go
+    quick: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:  # the run stops one past ``high``: never a scan to the text's end
         chars = self.run.pattern
@@ -615,12 +616,21 @@ class _Token:
         return None if more is None else (more[0], first.group() + more[1])
 
     def starts_key(self, text: str, at: int) -> bool:
-        """Whether a key of this kind may start at ``at``: its prefix, then at least ``low`` characters."""
+        """Whether a key of this kind may start at ``at``: its prefix, then at least ``low`` characters
+        (however long: it may be glued to the next one), or a first half that ``_second`` completes."""
         head = self.prefix.match(text, at)
         if head is None:
             return False
         run = self.run.match(text, head.end())
-        return run is not None and run.end() - head.end() >= self.low
+        assert run is not None
+        size = run.end() - head.end()
+        if size >= self.low:
+            return True
+        if size == 0 or (self.low < self.high and size < 4):
+            return False
+        fixed = self.low == self.high
+        longest, shortest = self.high - size, self.high - size if fixed else max(_SPLIT_MIN, self.low - size)
+        return self._second(text, run.end(), longest, shortest, random=not fixed) is not None
 
     def _second(
         self, text: str, at: int, longest: int, shortest: int, *, random: bool = True
@@ -960,7 +970,6 @@ _MARKER_HOLD = 16  # a data URI streams on, less this much: a base64 marker may 
 _CAP = 64 * 1024
 _ANCHOR = _C(r"(?i:secret|begin)|--|AKIA|ASIA|ABIA|ACCA|A3T")
 _CONTEXT = 8
-_EOL = _C(r"[\r\n]")
 _END_HINT = _C(r"(?i:end)")
 _KEY_END_TAIL = 96
 
@@ -970,14 +979,22 @@ def _settled(text: str, pos: int) -> int:
     n = len(text)
     low = max(pos, n - _HOLD)
     cut = low + len(text[low:].rstrip(_TOKEN_CHARS))
+    held = cut
     if cut > low and text[cut - 1] in " \t\n\\":  # maybe the first half of a key split in two
         sep = cut - 2 if text[cut - 1] == "\n" and cut - 2 >= low and text[cut - 2] == "\r" else cut - 1
         first = low + len(text[low:sep].rstrip(_TOKEN_CHARS))
         prefix = _START.search(text, first, sep)
         if prefix is not None and sep > first:
-            cut = prefix.start()
-    anchor = _ANCHOR.search(text, max(low, n - _SPACEY))
-    return max(low, min(cut, anchor.start() if anchor else n))
+            held = prefix.start()
+    # A match with blanks starts at an anchor at most _SPACEY before the tokens still held (it may end
+    # in them: a value glued to another secret), and so does the token glued before such a match.
+    reach = max(pos, cut - _SPACEY)
+    anchor = _ANCHOR.search(text, reach)
+    if anchor is None or anchor.start() >= held:
+        return held
+    before = max(pos, anchor.start() - _HOLD)
+    glued = before + len(text[before : anchor.start()].rstrip(_TOKEN_CHARS))
+    return max(pos, min(held, glued))
 
 
 def _stable(raw: str, pos: int) -> int:
@@ -1061,7 +1078,7 @@ _SUSPECT_ESCAPE = _C(
 def _suspect(window: str) -> bool:
     if _START.search(window) or any(marker in window for marker, _ in _B64_MARKERS):
         return True
-    if not window.isascii() and (_ODD.search(window) is not None or _odd_astral(window)):
+    if not window.isascii() and _odd_spans(window):  # (the joiners inside emoji do not count)
         return True
     return ("%" in window or "\\" in window or "&#" in window) and _SUSPECT_ESCAPE.search(window) is not None
 

@@ -15,9 +15,9 @@ from fakes.shared_data import ADMIN_KEY, API_KEY
 
 from echo import chain, shadow
 from echo.config.settings import Settings
-from echo.hooks import create_app
 from echo.embeddings.fake import FakeEmbedder
 from echo.filters import memory as memory_filter
+from echo.hooks import create_app
 from echo.jobs import distill, forgetting, kinds, queue
 from echo.llm.offline import OfflineLLM
 from echo.store import conversations, pool, registries
@@ -189,7 +189,8 @@ async def test_the_answer_of_delete_users_is_the_documented_one(store: pool.Stor
         runtime.vectors = vectors
         done = await http.delete("/users/tess", headers=admin)
     assert partly.status_code == 503, partly.text
-    assert list(partly.json()["failed"]) == ["vectors"] and "not ready" in partly.json()["failed"]["vectors"]
+    assert list(partly.json()["failed"]) == ["vectors"]
+    assert "not ready" in partly.json()["failed"]["vectors"]
     _documented(spec, "503").validate(partly.json())
     assert done.status_code == 200, done.text
     _documented(spec, "200").validate(done.json())

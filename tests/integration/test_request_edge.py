@@ -40,6 +40,7 @@ CHUNK = 4096
 # A browser's cross-origin "simple request" (no preflight): `fetch(url, {method: "POST", mode:
 # "no-cors", body: JSON.stringify(...)})` from any page the user has open.
 BROWSER = {
+    "host": "127.0.0.1:9099",
     "content-type": "text/plain;charset=UTF-8",
     "origin": "https://attacker.example",
     "referer": "https://attacker.example/",
@@ -269,7 +270,7 @@ def test_a_browser_cannot_change_valves_or_write_through_an_outlet_on_a_server_w
     tmp_path: Path,
 ) -> None:
     app = create_app(_settings(tmp_path, allow_unauthenticated=True))
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://127.0.0.1:9099") as client:
         before = client.get("/echo_compression/valves").json()
         refused = client.post(
             "/echo_compression/valves/update", content=json.dumps({"keep_last": 0}), headers=BROWSER

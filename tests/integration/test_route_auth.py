@@ -40,6 +40,9 @@ HOOKS = {"Authorization": f"Bearer {API_KEY}"}
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
+LOOPBACK = "http://127.0.0.1:9099"
+
+
 def _settings(tmp_path: Path, **keys: Any) -> Settings:
     return Settings(
         data_dir=tmp_path / "echo",
@@ -176,7 +179,7 @@ def test_without_an_admin_key_the_memory_management_api_is_off(tmp_path: Path) -
 
 def test_with_auth_off_every_route_is_open(tmp_path: Path) -> None:
     app = create_app(_settings(tmp_path, allow_unauthenticated=True))
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOOPBACK) as client:
         for method, path in routes_of(app):
             answer = client.request(method, _url(path), json={})
             assert answer.status_code not in (401, 403), (method, path, answer.text[:200])
@@ -184,11 +187,42 @@ def test_with_auth_off_every_route_is_open(tmp_path: Path) -> None:
 
 def test_an_admin_key_set_is_required_even_with_the_hooks_routes_open(tmp_path: Path) -> None:
     with TestClient(
-        create_app(_settings(tmp_path, allow_unauthenticated=True, admin_key=ADMIN_KEY))
+        create_app(_settings(tmp_path, allow_unauthenticated=True, admin_key=ADMIN_KEY)), base_url=LOOPBACK
     ) as client:
         assert client.get("/models").status_code == 200
         assert client.get("/memories?user_id=u1").status_code == 401
         assert client.get("/memories?user_id=u1", headers=ADMIN).status_code == 503  # no store here
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed", "status"),
+    [
+        ("127.0.0.1:9099", [], 200),
+        ("localhost:9099", [], 200),
+        ("[::1]:9099", [], 200),
+        ("echo.localhost", [], 200),
+        ("attacker.example:9099", [], 421),  # a page that rebound its domain to 127.0.0.1
+        ("127.0.0.1.attacker.example", [], 421),
+        ("host.docker.internal:9099", ["host.docker.internal"], 200),
+    ],
+)
+def test_without_auth_only_loopback_or_allowed_host_names_are_served(
+    tmp_path: Path, host: str, allowed: list[str], status: int
+) -> None:
+    """DNS rebinding: the browser calls it same-origin, so JSON goes through with no preflight; only
+    the Host header tells that the page is not this service's."""
+    app = create_app(_settings(tmp_path, allow_unauthenticated=True, allowed_hosts=allowed))
+    with TestClient(app, base_url=LOOPBACK) as client:
+        answer = client.post("/echo_compression/valves/update", json={"keep_last": 3}, headers={"host": host})
+        assert answer.status_code == status, answer.text
+        if status == 421:
+            assert "ECHO_ALLOWED_HOSTS" in answer.json()["detail"]
+            assert client.get("/echo_compression/valves").json()["keep_last"] != 3
+
+
+def test_with_a_key_the_host_is_not_checked(app: Any) -> None:
+    with TestClient(app) as client:  # Host: testserver
+        assert client.get("/models", headers=HOOKS).status_code == 200
 
 
 def test_the_openapi_names_the_key_each_route_takes(app: Any) -> None:

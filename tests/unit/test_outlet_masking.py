@@ -1,14 +1,24 @@
-"""Outlet masking under a deadline (echo.filters.masking): off the loop, in chunks, failing closed."""
+"""Outlet masking under a deadline (echo.filters.masking): off the loop, in chunks, failing closed, and
+every text the web UI shows of an answer (tool-call arguments and results, reasoning, sources)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from typing import Any
 
-from echo import masking
+import pytest
+
+from echo import bodies, masking
+from echo.config.valves import ContextValves
+from echo.filters import base
 from echo.filters import masking as masking_filter
+from echo.filters.context import ContextFilter
+from echo.filters.events import StatusEvent
+from echo.filters.pipe import PipeFilter
+from echo.hooks import runner
 
 GOOGLE_KEY = "AIza" + "SyD" + "x7" * 16
 GOOGLE_LABEL = "[CLÉ API GOOGLE MASQUÉE PAR SÉCURITÉ]"
@@ -126,3 +136,177 @@ def test_withhold_suspect_keeps_what_cannot_hold_a_secret() -> None:
     safe = masking_filter.withhold_suspect(body, lambda counts: seen.append(dict(counts)))
     assert contents(safe) == ["Bonjour, rien à signaler.", WITHHELD, WITHHELD]  # "task-" holds "sk-"
     assert seen == [{"unverified_text": 2}]
+
+
+# --- every text the web UI shows (issue 18): tool calls and results, reasoning, sources -------------
+
+ZW_KEY = GOOGLE_KEY[:4] + "\u200b" + GOOGLE_KEY[4:]  # a zero-width space inside: still a key
+
+
+def shown_everywhere() -> dict[str, Any]:
+    arguments = json.dumps({"query": "deploy", "api_key": ZW_KEY})
+    assistant = {
+        "id": "a1",
+        "role": "assistant",
+        "content": f"Done with {GOOGLE_KEY}.",
+        "reasoning_content": f"The user's key is {GOOGLE_KEY}",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "deploy", "arguments": arguments}}
+        ],
+        "output": [
+            {
+                "type": "reasoning",
+                "id": "r1",
+                "summary": [{"type": "summary_text", "text": f"key {GOOGLE_KEY}"}],
+            },
+            {"type": "function_call", "id": "c1", "call_id": "c1", "name": "deploy", "arguments": arguments},
+            {
+                "type": "function_call_output",
+                "id": "o1",
+                "call_id": "c1",
+                "output": [{"type": "input_text", "text": f"deployed with {GOOGLE_KEY}"}],
+                "status": "completed",
+            },
+            {
+                "type": "message",
+                "id": "m1",
+                "content": [{"type": "output_text", "text": f"Done with {GOOGLE_KEY}."}],
+            },
+        ],
+        "sources": [
+            {
+                "source": {"id": "f1", "name": "notes.txt", "type": "file"},
+                "document": [f"the key is {GOOGLE_KEY}"],
+                "metadata": [{"source": "notes.txt", "name": f"notes {GOOGLE_KEY}"}],
+            }
+        ],
+        "error": {"content": f"upstream refused {GOOGLE_KEY}"},
+    }
+    return {
+        "chat_id": "c",
+        "id": "a1",
+        "messages": [
+            {"id": "u1", "role": "user", "content": f"my key is {GOOGLE_KEY}"},
+            assistant,
+            {"role": "tool", "tool_call_id": "c1", "content": f"result {GOOGLE_KEY}"},
+        ],
+    }
+
+
+def test_masks_every_text_the_web_ui_shows() -> None:
+    body = shown_everywhere()
+    masked, counts = masking_filter.mask_outlet_body(body)
+    user, assistant, tool = masked["messages"]
+    assert user is body["messages"][0]  # what the user wrote is theirs: not an answer to mask
+    shown = json.dumps([assistant, tool], ensure_ascii=False)
+    assert GOOGLE_KEY not in shown
+    assert GOOGLE_KEY[6:20] not in shown
+    assert shown.count(GOOGLE_LABEL) == 11
+    assert counts == {"google_api_key": 9}  # counted per distinct text (content and its output item agree)
+    assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == {
+        "query": "deploy",
+        "api_key": GOOGLE_LABEL,
+    }
+    assert json.loads(assistant["output"][1]["arguments"])["api_key"] == GOOGLE_LABEL
+    assert [item["type"] for item in assistant["output"]] == [
+        i["type"] for i in body["messages"][1]["output"]
+    ]
+    assert assistant["output"][2]["call_id"] == "c1"
+    assert assistant["sources"][0]["source"] == {"id": "f1", "name": "notes.txt", "type": "file"}
+
+
+def test_withhold_suspect_covers_every_shown_text() -> None:
+    safe = masking_filter.withhold_suspect(shown_everywhere(), lambda counts: None)
+    shown = json.dumps(safe["messages"][1:], ensure_ascii=False)
+    assert GOOGLE_KEY not in shown
+    assert safe["messages"][1]["output"][0]["type"] == "reasoning"
+
+
+def test_bodies_nested_deep_are_masked_without_recursion() -> None:
+    deep: Any = GOOGLE_KEY
+    for _ in range(5000):
+        deep = {"document": [deep]}
+    body = {"messages": [{"role": "assistant", "content": "ok", "sources": [deep]}]}
+    masked, counts = masking_filter.mask_outlet_body(body)
+    assert counts == {"google_api_key": 1}
+    node = masked["messages"][0]["sources"][0]
+    for _ in range(5000):
+        node = node["document"][0]
+    assert node == GOOGLE_LABEL
+
+
+def test_mask_value_masks_json_arguments_and_shares_the_rest() -> None:
+    args = {
+        "to": "ops@example.com",
+        "body": [f"key {ZW_KEY}", {"nested": GOOGLE_KEY}],
+        "n": 3,
+        "flags": ["a"],
+    }
+    masked, counts = masking_filter.mask_value(args)
+    assert masked == {
+        "to": "ops@example.com",
+        "body": [f"key {GOOGLE_LABEL}", {"nested": GOOGLE_LABEL}],
+        "n": 3,
+        "flags": ["a"],
+    }
+    assert counts == {"google_api_key": 2}
+    assert masked["flags"] is args["flags"]
+    assert masking_filter.mask_value({"x": "nothing"}) == ({"x": "nothing"}, {})
+
+
+async def test_running_out_of_time_says_so_in_a_status_line() -> None:
+    events: list[StatusEvent] = []
+    seen: list[dict[str, int]] = []
+    body = outlet(f"early {GOOGLE_KEY}", CRAFTED + GOOGLE_KEY)
+    body["messages"][3]["output"] = [
+        {"type": "message", "id": "m9", "content": [{"type": "output_text", "text": CRAFTED}]}
+    ]
+    masked = await masking_filter.mask_and_report(
+        body,
+        lambda counts: seen.append(dict(counts)),
+        deadline=time.monotonic() + 0.5,
+        events=events,
+        name="ECHO context",
+    )
+    early, crafted = contents(masked)
+    assert early == f"early {GOOGLE_LABEL}"
+    assert crafted.endswith(WITHHELD)
+    item = masked["messages"][3]["output"][0]
+    assert (item["type"], item["id"]) == ("message", "m9")  # short texts no secret can start in are kept
+    assert len(events) == 1
+    assert events[0].level == "warning"
+    assert events[0].description.startswith("ECHO context: the secret check ran out of time after ")
+    assert events[0].description.endswith("that may hold a secret withheld")
+    assert seen[-1]["unverified_text"] >= 1
+
+
+async def test_a_check_that_finishes_adds_no_status_line() -> None:
+    events: list[StatusEvent] = []
+    masked = await masking_filter.mask_and_report(
+        outlet(f"key {GOOGLE_KEY}"), lambda counts: None, deadline=time.monotonic() + 5, events=events
+    )
+    assert contents(masked) == [f"key {GOOGLE_LABEL}"]
+    assert events == []
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: ContextFilter(lambda counts: None), lambda: PipeFilter("gemini-2.5-flash", lambda counts: None)],
+)
+async def test_a_masking_outlet_out_of_time_emits_its_status_line(make: Callable[[], Any]) -> None:
+    flt = make()
+    body = outlet(f"early {GOOGLE_KEY}", CRAFTED + GOOGLE_KEY)
+    ctx = base.HookContext(
+        filter_id=flt.id,
+        phase="outlet",
+        user={"id": "u"},
+        ids=bodies.turn_ids(body),
+        valves=ContextValves(OUTLET_DEADLINE_MS=1000),
+    )
+    answer = json.loads(await runner.run_hook(flt, body, ctx))
+    assert contents(answer)[1].endswith(WITHHELD)
+    assert GOOGLE_KEY not in json.dumps(answer)
+    assert [event.description.split(" after ")[0] for event in ctx.events] == [
+        f"{flt.name}: the secret check ran out of time"
+    ]
+    assert ctx.events[0].level == "warning"

@@ -54,7 +54,17 @@ def probes(field: dict[str, Any]) -> list[object]:
                 for near in (bound - 1, bound, bound + 1, bound - 0.5, bound + 0.5):
                     found += [near, str(near), f" {near}", f"0{near}", f"{near}.0", f"+{near}"]
     found += ["1e3", "nan", "inf", "-0", "08", "8.", ".5", "1_0", "0.850", "0x10", "٣"]
-    found += ["gemini-2.5-flash", "a\x00b", "tab\there", "\x85", "x" * 201, "UTC", "utc", " UTC", "Europe/Paris"]
+    found += [
+        "gemini-2.5-flash",
+        "a\x00b",
+        "tab\there",
+        "\x85",
+        "x" * 201,
+        "UTC",
+        "utc",
+        " UTC",
+        "Europe/Paris",
+    ]
     found += ["{}", "[]", "{", '{"m": {"compression_threshold_tokens": 1, "max_context_tokens": 2}}']
     found += [{"m": {"compression_threshold_tokens": 1, "max_context_tokens": 2}}]
     found += [{"m": {"compression_threshold_tokens": True, "max_context_tokens": 2}}]
@@ -104,7 +114,8 @@ def test_a_body_breaking_a_rule_is_refused_naming_its_valves(body: dict[str, Any
     schema = body_schema("echo_memory")
     assert schema_allows(schema, body)
     why = refusal("echo_memory", body)
-    assert why is not None and rule in why
+    assert why is not None
+    assert rule in why
     assert breaks_a_listed_rule(schema, why)
 
 
@@ -119,7 +130,7 @@ def test_window_overlap_and_model_names_are_bounded() -> None:
     ]:
         for bad in ("gemini\x00", "gemini\n", "\x1b[31mgemini", "gemini\x85", "g" * 201):
             why = refusal(filter_id, {name: bad})
-            assert why is not None and name in why, (name, bad)
+            assert name in (why or ""), (name, bad)
         assert refusal(filter_id, {name: "gemini-2.5-flash"}) is None
     assert refusal("echo_context", {"AEC_DEFAULT_USER_NAME": "Ada\x00"}) is not None
     assert refusal("echo_context", {"AEC_DEFAULT_LOCATION": "Paris\r\nX-Injected: 1"}) is not None
@@ -152,7 +163,18 @@ def _numbers(lowest: int | None, highest: int | None) -> list[int]:
 
 @pytest.mark.parametrize(
     ("low", "high"),
-    [(0, 0), (1, 200), (0, 199), (16, 8192), (-5, 5), (None, None), (0, None), (9, 10), (99, 1001), (-4567, -123)],
+    [
+        (0, 0),
+        (1, 200),
+        (0, 199),
+        (16, 8192),
+        (-5, 5),
+        (None, None),
+        (0, None),
+        (9, 10),
+        (99, 1001),
+        (-4567, -123),
+    ],
 )
 def test_an_integer_text_pattern_matches_exactly_the_integers_within_bounds(
     low: int | None, high: int | None
@@ -208,7 +230,10 @@ def test_the_model_thresholds_valve_takes_an_object_or_its_json_text() -> None:
     for value in (table, json.dumps(table), ""):
         assert schema_allows(schema, {"model_thresholds": value})
         assert refusal("echo_compression", {"model_thresholds": value}) is None
-    for entry in ({"compression_threshold_tokens": True, "max_context_tokens": 9}, {"compression_threshold_tokens": "1", "max_context_tokens": 9}):
+    for entry in (
+        {"compression_threshold_tokens": True, "max_context_tokens": 9},
+        {"compression_threshold_tokens": "1", "max_context_tokens": 9},
+    ):
         assert not schema_allows(schema, {"model_thresholds": {"m": entry}})
         assert refusal("echo_compression", {"model_thresholds": {"m": entry}}) is not None
         assert refusal("echo_compression", {"model_thresholds": json.dumps({"m": entry})}) is not None

@@ -221,6 +221,14 @@ class Settings(BaseSettings):
         "`echoctl serve` then binds to 127.0.0.1 unless ECHO_HOST or --host names another address "
         "(logged as a warning). true with ECHO_API_KEY set is a configuration error.",
     )
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Without ECHO_API_KEY, the Host names a request may carry besides loopback ones "
+        "(localhost, *.localhost, 127.0.0.0/8, ::1), comma-separated: a page that rebinds its own "
+        "domain to 127.0.0.1 (DNS rebinding) reaches the port with its domain as Host and is refused "
+        "(421). Name the host Open WebUI uses when it is not a loopback one (host.docker.internal). "
+        "With a key, not checked.",
+    )
     valves_file: Path | None = Field(None, description="YAML/JSON: filter id -> valves; hot-reloaded.")
     model_thresholds_file: Path | None = Field(
         None, description="YAML/JSON: model id -> thresholds; merged over echo_compression.model_thresholds."
@@ -327,7 +335,7 @@ class Settings(BaseSettings):
         "json", description="json for clusters, console for humans."
     )
 
-    @field_validator("pipe_models", mode="before")
+    @field_validator("pipe_models", "allowed_hosts", mode="before")
     @classmethod
     def _split_models(cls, value: object) -> object:
         if isinstance(value, str):

@@ -17,7 +17,7 @@ import re
 import typing
 import zoneinfo
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -85,7 +85,7 @@ class Rule:
 
 def number_kind(annotation: object) -> type | None:
     """`int` or `float` for a number valve (`bool` is no number here), else None."""
-    return annotation if annotation in (int, float) else None  # type: ignore[return-value]
+    return annotation if annotation in (int, float) else None
 
 
 def _shown(value: object) -> str:
@@ -153,7 +153,9 @@ def _number(value: object, kind: type) -> object:
 
 def _strict_entries(value: object, entry_model: object) -> object:
     """A mapping valve's entries (`model_thresholds`): a number in an entry is a JSON number."""
-    if not isinstance(value, dict) or not (isinstance(entry_model, type) and issubclass(entry_model, BaseModel)):
+    if not isinstance(value, dict) or not (
+        isinstance(entry_model, type) and issubclass(entry_model, BaseModel)
+    ):
         return value
     for key, entry in value.items():
         if not isinstance(entry, dict):
@@ -430,7 +432,9 @@ class CompressionValves(Valves):
             ("model_thresholds", "compression_threshold_tokens", "max_context_tokens"),
             "in each model_thresholds entry, compression_threshold_tokens <= max_context_tokens",
         ),
-        Rule(("model_thresholds",), "model_thresholds given as text is the JSON text of its object (blank: {})"),
+        Rule(
+            ("model_thresholds",), "model_thresholds given as text is the JSON text of its object (blank: {})"
+        ),
     )
 
     @field_validator("summary_model", mode="before")

@@ -145,7 +145,13 @@ def create_app(
     app.add_middleware(_RequestContext)
     rules = edge.Rules()
     # Outermost: the key, the media type and the body limit come before anything reads the body.
-    app.add_middleware(edge.Edge, keys=keys, rules=rules, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        edge.Edge,
+        keys=keys,
+        rules=rules,
+        max_body_bytes=settings.max_body_bytes,
+        allowed_hosts=settings.allowed_hosts,
+    )
     app.state.config = config
     app.state.settings = settings
     app.state.backends = None

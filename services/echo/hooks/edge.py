@@ -3,6 +3,9 @@
 `Edge` is a pure ASGI middleware, the outermost of `create_app`'s. For each request, in this order,
 each step answering without calling `receive` (not a byte of the body is read):
 
+0. without the hooks' key (the explicit no-auth trial), the Host header: only a loopback name or one
+   of `ECHO_ALLOWED_HOSTS` (421 otherwise), so that a web page whose domain a DNS-rebinding attack
+   points at 127.0.0.1 — same-origin for the browser, so JSON and no preflight — gets nothing;
 1. the key: the credential the path needs (`Rules`: public, the admin key for the memory-management
    API and compaction, else the hooks' key) is checked in constant time (`security.Keys`): 401 with
    `WWW-Authenticate: Bearer`, or 403 for the other key or a part that is off;
@@ -22,6 +25,7 @@ short and encodable (`wire.field_errors`).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -141,6 +145,27 @@ def media_type_refusal(method: str, headers: Sequence[tuple[bytes, bytes]]) -> s
     return None
 
 
+def _host_name(headers: Sequence[tuple[bytes, bytes]]) -> str | None:
+    """The Host header's name (port and IPv6 brackets off, lower case); None without one."""
+    hosts = _values(headers, b"host")
+    if len(hosts) != 1:
+        return None
+    host = hosts[0].decode("latin-1").strip().lower()
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+def loopback_host(name: str) -> bool:
+    """Whether a Host name can only mean this machine (what a DNS-rebinding page cannot send)."""
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
 def _declared_length(headers: Sequence[tuple[bytes, bytes]]) -> int | None:
     """The largest Content-Length declared (the server refuses malformed or conflicting ones)."""
     lengths = [int(value) for value in _values(headers, b"content-length") if value.strip().isdigit()]
@@ -178,11 +203,22 @@ class _Counted:
 class Edge:
     """The ASGI middleware (see the module's docstring): key, media type, size, then the counted body."""
 
-    def __init__(self, app: ASGIApp, *, keys: security.Keys, rules: Rules, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        keys: security.Keys,
+        rules: Rules,
+        max_body_bytes: int,
+        allowed_hosts: Iterable[str] = (),
+    ) -> None:
         self.app = app
         self.keys = keys
         self.rules = rules
         self.limit = max_body_bytes
+        # a key stops a rebinding page by itself (the page cannot know it); without one, the Host does
+        self.check_host = not keys.required(security.HOOKS)
+        self.allowed_hosts = frozenset(host.strip().lower() for host in allowed_hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -191,6 +227,17 @@ class Edge:
         method: str = scope["method"]
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         path = route_path(scope)
+        if self.check_host:
+            host = _host_name(headers)
+            if host is None or not (loopback_host(host) or host in self.allowed_hosts):
+                shown = _shown(host) if host is not None else "none (or several)"
+                await _answer(
+                    send,
+                    421,
+                    f"Host {shown} is not this service's: without ECHO_API_KEY only loopback names and "
+                    "ECHO_ALLOWED_HOSTS are served (set a key, or add the name to ECHO_ALLOWED_HOSTS)",
+                )
+                return
         credential = self.rules.credential(method, path)
         if credential is not None:
             refused = self.keys.refusal(credential, _values(headers, b"authorization"))

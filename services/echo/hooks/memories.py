@@ -20,7 +20,7 @@ path does not serve is a 405 whose `Allow` lists the ones it does.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, NotRequired
 
 import structlog
@@ -100,7 +100,7 @@ class _FieldErrorsRoute(APIRoute):
     """A route whose 422 for a query or path parameter is `wire.unprocessable`'s `{"message",
     "errors"}`, as its body's, not FastAPI's bare list: one documented shape for every 422."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handle = super().get_route_handler()
 
         async def handle_with_field_errors(request: Request) -> Response:
@@ -222,9 +222,7 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
         ]
         return JSONResponse(answer)
 
-    @router.delete(
-        "/memories/{memory_id}", response_model=MemoryDeleted, responses=_errors(404, 422, 503)
-    )
+    @router.delete("/memories/{memory_id}", response_model=MemoryDeleted, responses=_errors(404, 422, 503))
     async def delete_memory(request: Request, memory_id: MemoryId, user_id: UserId) -> MemoryDeleted:
         runtime = backends_of(request)
         store = memories.Memories(runtime.store)

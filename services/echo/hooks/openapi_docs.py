@@ -24,16 +24,16 @@ from echo.config.valves import Valves
 
 __all__ = [
     "AUTH_ERRORS",
-    "FieldErrors",
-    "FieldsProblem",
     "PIPE_RESPONSES",
     "FieldError",
+    "FieldErrors",
     "FieldProblem",
+    "FieldsProblem",
     "Problem",
-    "chat_body",
-    "decimal_text_pattern",
     "add_refusing_route",
     "allow_documented_methods",
+    "chat_body",
+    "decimal_text_pattern",
     "errors",
     "json_body",
     "valves_body",
@@ -336,7 +336,7 @@ class _MethodNotAllowed(APIRoute):
         return Match.NONE, {}
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        allow = ", ".join(sorted(self.methods))
+        allow = ", ".join(sorted(self.methods or ()))
         raise HTTPException(
             status_code=405, detail=f"{self.path} answers {allow} only", headers={"Allow": allow}
         )
@@ -380,7 +380,7 @@ def allow_documented_methods(router: APIRouter) -> None:
     last: dict[str, int] = {}
     for index, route in enumerate(router.routes):
         if isinstance(route, APIRoute) and not isinstance(route, _MethodNotAllowed):
-            methods.setdefault(route.path, set()).update(route.methods)
+            methods.setdefault(route.path, set()).update(route.methods or ())
             last[route.path] = index
     routes = list(router.routes)
     for path, index in sorted(last.items(), key=lambda item: -item[1]):

@@ -46,12 +46,17 @@ def _valves_refused(error: ConfigError) -> HTTPException:
     located: list[dict[str, Any]] = []
     if isinstance(cause, ValidationError):
         located = [
-            {"loc": ["body", *found["loc"]], "msg": found["msg"].removeprefix("Value error, "), "type": found["type"]}
+            {
+                "loc": ["body", *found["loc"]],
+                "msg": found["msg"].removeprefix("Value error, "),
+                "type": found["type"],
+            }
             for found in cause.errors(include_url=False)
         ]
-    answer = wire.unprocessable(located)
-    answer.detail = {**answer.detail, "message": str(error)}
-    return answer
+    detail = wire.unprocessable(located).detail
+    return HTTPException(
+        status_code=422, detail={**(detail if isinstance(detail, dict) else {}), "message": str(error)}
+    )
 
 
 def build_protocol_router(

@@ -1,0 +1,190 @@
+"""CPU-bound steps on large inputs run off the event loop's thread (issue 18, part 9): hashing and
+pricing a long chat in the filters, the offline LLM's extractive work, and they stop when the hook
+stops waiting. Checked by where the work runs (spies), never by how long it takes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from echo import bodies
+from echo.filters import base, compression_costs
+from echo.filters import compression as compression_filter
+from echo.filters import context as context_filter
+from echo.filters import masking as masking_filter
+from echo.filters import memory as memory_filter
+from echo.llm import extractive
+from echo.llm import interface as llm
+from echo.llm.offline import OfflineLLM
+from echo.store import errors as store_errors
+
+
+class Threads:
+    """Records the thread each call of the spied functions ran on."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, list[threading.Thread]] = {}
+
+    def spy(self, monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> None:
+        original = getattr(owner, name)
+        key = f"{getattr(owner, '__name__', owner)}.{name}"
+
+        def spied(*args: Any, **kwargs: Any) -> Any:
+            self.seen.setdefault(key, []).append(threading.current_thread())
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, spied)
+
+    def off(self, key: str, loop_thread: threading.Thread) -> bool:
+        """Every call of `key` ran, and none on `loop_thread`."""
+        threads = self.seen.get(key, [])
+        return bool(threads) and all(thread is not loop_thread for thread in threads)
+
+
+@pytest.fixture
+def threads() -> Threads:
+    return Threads()
+
+
+@pytest.fixture
+def few(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A "large" request from 4 messages on, so the tests stay small."""
+    monkeypatch.setattr(compression_costs, "OFFLOAD_MESSAGES", 4)
+    yield
+
+
+def chat(count: int) -> list[dict[str, Any]]:
+    return [
+        {"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} about rivers"}
+        for i in range(count)
+    ]
+
+
+def context(filter_id: str, phase: base.Phase, body: dict[str, Any]) -> base.HookContext:
+    return base.HookContext(
+        filter_id=filter_id, phase=phase, user={"id": "u1"}, ids=bodies.turn_ids(body, {"id": "u1"}), valves=None
+    )
+
+
+async def test_off_loop_runs_small_work_here_and_large_work_on_a_worker_thread(few: None) -> None:
+    here = threading.current_thread()
+    seen: list[threading.Thread] = []
+
+    def work(stop: compression_costs.StopCheck) -> str:
+        seen.append(threading.current_thread())
+        return "done"
+
+    assert await compression_costs.off_loop(3, work) == "done"
+    assert await compression_costs.off_loop(4, work) == "done"
+    assert seen[0] is here
+    assert seen[1] is not here and seen[1].name.startswith("echo-filters")
+
+
+async def test_work_the_hook_no_longer_waits_for_is_told_to_stop(few: None) -> None:
+    entered, stopped = threading.Event(), threading.Event()
+
+    def work(stop: compression_costs.StopCheck) -> None:
+        entered.set()
+        while not stop():
+            stopped.wait(0.001)
+        stopped.set()
+
+    task = asyncio.create_task(compression_costs.off_loop(10, work))
+    assert await asyncio.to_thread(entered.wait, 30)
+    task.cancel()  # the hook's deadline
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await asyncio.to_thread(stopped.wait, 30)
+
+
+def test_prepare_stops_when_told_and_remembers_nothing() -> None:
+    costs = compression_costs.Costs()
+    messages = chat(compression_costs.STOP_EVERY * 3)
+    looks = iter([False, False, True])
+    with pytest.raises(compression_costs.Abandoned):
+        costs.prepare(messages, ("chat",), lambda: next(looks, True))
+    # Nothing half-done stands for the chat: the same request is prepared in full.
+    assert costs.prepare(messages, ("chat",)) == compression_costs.Costs().prepare(messages)
+
+
+async def test_a_long_chats_compression_inlet_hashes_and_assembles_off_the_loop(
+    few: None, threads: Threads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flt = compression_filter.CompressionFilter()
+    threads.spy(monkeypatch, flt.costs, "prepare")
+    threads.spy(monkeypatch, compression_filter.assembly, "assemble")
+    body = {"chat_id": "c1", "messages": chat(12)}
+    assert await flt.inlet(body, context(flt.id, "inlet", body)) == body
+    here = threading.current_thread()
+    assert threads.off(f"{flt.costs}.prepare", here)
+    assert threads.off("echo.compression.assembly.assemble", here)
+
+
+class _DownStore:
+    schema = "echo_test"
+
+    def transaction(self) -> Any:
+        raise store_errors.TransientStoreError("down for the test")
+
+
+class _Runtime:
+    store: Any = _DownStore()
+    embedder: Any = None
+    vectors: Any = None
+
+
+async def test_a_long_chats_first_memory_outlet_hashes_off_the_loop(
+    few: None, threads: Threads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flt = memory_filter.MemoryFilter(lambda: _Runtime())
+    threads.spy(monkeypatch, flt.costs, "prepare")
+    threads.spy(monkeypatch, compression_filter, "unfold_output_items")
+    body = {"chat_id": "c1", "messages": chat(12)}
+    ctx = context(flt.id, "outlet", body)
+    assert await flt.outlet(body, ctx) is body
+    here = threading.current_thread()
+    assert threads.off(f"{flt.costs}.prepare", here)
+    assert threads.off("echo.filters.compression.unfold_output_items", here)
+    assert "nothing was memorised" in ctx.events[0].description  # the windows were due: it got that far
+
+
+async def test_a_long_chats_masking_outlet_runs_off_the_loop(
+    few: None, threads: Threads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads.spy(monkeypatch, bodies, "map_assistant_text")
+    counts: list[Any] = []
+    flt = context_filter.ContextFilter(counts.append)
+    key = "AIza" + "SyD" + "x7" * 16
+    body = {"chat_id": "c1", "messages": [*chat(11), {"role": "assistant", "content": f"the key: {key}"}]}
+    answer = await flt.outlet(body, context(flt.id, "outlet", body))
+    assert key not in str(answer)
+    assert answer["messages"][:11] == body["messages"][:11]
+    assert threads.off("echo.bodies.map_assistant_text", threading.current_thread())
+    assert masking_filter.WITHHELD not in str(answer)
+
+
+async def test_the_offline_llm_computes_on_a_worker_thread(threads: Threads, monkeypatch: pytest.MonkeyPatch) -> None:
+    threads.spy(monkeypatch, extractive, "summarize")
+    request = llm.LLMRequest(
+        model="m", messages=[("user", "The user lives in Lyon. " * 50)], max_output_tokens=50, purpose="summary"
+    )
+    result = await OfflineLLM("test").generate(request)
+    assert result.text
+    assert threads.off("echo.llm.extractive.summarize", threading.current_thread())
+
+
+def test_spies_name_what_they_spy() -> None:
+    threads = Threads()
+    monkeypatch = pytest.MonkeyPatch()
+    try:
+        threads.spy(monkeypatch, extractive, "summarize")
+        extractive.summarize("One sentence here. Another one there.", 20)
+    finally:
+        monkeypatch.undo()
+    assert list(threads.seen) == ["echo.llm.extractive.summarize"]
+    assert threads.off("echo.llm.extractive.summarize", threading.current_thread()) is False
+
