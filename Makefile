@@ -63,6 +63,7 @@ bench: install
 	$(BIN)/python bench/attachments.py
 	$(BIN)/python bench/fuzz.py
 	$(BIN)/python bench/hostile.py
+	$(BIN)/python bench/masking.py
 	$(BIN)/python bench/load.py
 
 clean:

@@ -1,14 +1,15 @@
-"""Long property-based fuzzing of echo-hooks' whole OpenAPI (issue 12, point 1); `make test` runs a
+"""Long property-based fuzzing of echo-hooks' whole OpenAPI (issues 12 and 18); `make test` runs a
 bounded one (tests/integration/test_api_fuzz.py).
 
 The service as `echoctl serve` runs it, with its backends (PostgreSQL, Qdrant local mode, the packaged
 MiniLM embedder, the offline LLM, the in-process worker) and the `echo.*` pipe on the fake Gemini.
 schemathesis' engine runs over its `/openapi.json` as `schemathesis run --checks all` does: with the
-keys, the coverage phase, the fuzzing phase (`--examples` per operation) and the stateful one; without
-a key, `--examples-without-key` in the fuzzing phase. Every response is checked by every schemathesis
-check (`max_response_time` at the hooks' deadline and slack) and by "every 4xx names the field".
-Prints a table: operations, requests, failures by check, the refusals by a documented rule across
-valves (no failures: `fakes.api_fuzz.documented_rule`) apart, and the first sample of each failure.
+keys, the coverage phase, the fuzzing phase (`--examples` per operation) and the stateful one;
+without a key, the coverage phase and `--examples-without-key` in the fuzzing phase. Every response
+is checked by every schemathesis check (`max_response_time` at the hooks' deadline and slack) and by
+"every 4xx names the field". Prints a table: operations, requests, failures by check, the refusals
+by a documented rule across valves (no failures: `fakes.api_fuzz.documented_rule`) apart, and the
+first sample of each failure.
 
     .venv/bin/python bench/fuzz.py [--examples 100] [--examples-without-key 10] [--seed 0|random]
 
@@ -41,7 +42,8 @@ def table(runs: list[tuple[str, api_fuzz.FuzzReport]]) -> str:
         for title, count in sorted(report.by_check(report.failures).items()):
             rows.append(("", "", "", "", title, str(count), ""))
         for (operation, rule), count in sorted(report.ruled.items()):
-            rows.append(("", "", "", "", rule, str(count), operation))
+            shown = rule if len(rule) <= 52 else f"{rule[:51]}…"
+            rows.append(("", "", "", "", shown, str(count), operation))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows
@@ -64,7 +66,7 @@ async def main(args: argparse.Namespace) -> int:
                 url,
                 max_examples=args.examples_without_key,
                 with_key=False,
-                phases=("fuzzing",),
+                phases=("coverage", "fuzzing"),
                 seed=seed,
             )
     print(table([("with key", keyed), ("without key", keyless)]))

@@ -97,8 +97,9 @@ SECRETS_MASKED = Counter(
 IDENTITY_MISMATCHES = Counter(
     "echo_identity_mismatch_total",
     "Calls naming a user other than the one Open WebUI authenticated (ignored for identity, or refused"
-    " when the user header comes twice), by route (filter|pipe|tools|compact) and phase (inlet|outlet"
-    " for filters, chat for the pipe, call for the tool server and compact).",
+    " when the user header comes twice), by route (filter|pipe|tools|compact, or file: a body naming"
+    " another user's file) and phase (inlet|outlet for filters and files, chat for the pipe, call for"
+    " the tool server and compact).",
     ["route", "phase"],
 )
 CONFIG_RELOADS = Counter(

@@ -115,14 +115,17 @@ def test_a_small_body_is_read_on_the_loop(server: LiveServer, auth: dict[str, st
     assert threads.seen == {}  # below wire.THREAD_BYTES, the hop to a thread costs more than it frees
 
 
-def test_a_large_malformed_body_gets_the_422_a_small_one_gets(server: LiveServer, auth: dict[str, str]) -> None:
+def test_a_large_malformed_body_gets_the_422_a_small_one_gets(
+    server: LiveServer, auth: dict[str, str]
+) -> None:
     messages = many(6000)
     del messages[4321]["role"]
     answer = post(server, auth, "/echo_memory/filter/inlet", filter_request(messages))
     assert answer.status_code == 422
     assert "body.body.messages.4321.role: Field required" in answer.json()["detail"]["message"]
     raw = filter_request(many(6000))
-    broken = raw[:200_000] + b"}" + raw[200_000:]
+    broken = raw.replace(b'}, {"id": "m4000"', b'} {"id": "m4000"', 1)  # a comma left out, far in
+    assert len(broken) == len(raw) - 1
     answer = post(server, auth, "/echo_memory/filter/inlet", broken)
     assert answer.status_code == 422
     with pytest.raises(json.JSONDecodeError) as expected:
@@ -147,7 +150,9 @@ class _Answering:
     provider_name = "fake"
 
     async def generate(self, request: llm.LLMRequest) -> llm.LLMResult:
-        return llm.LLMResult(text="The user and the assistant talked about rivers.", provider="fake", model="m")
+        return llm.LLMResult(
+            text="The user and the assistant talked about rivers.", provider="fake", model="m"
+        )
 
     async def aclose(self) -> None:
         return None
@@ -162,7 +167,9 @@ async def test_a_summary_jobs_cpu_bound_steps_run_off_the_loop(
     messages = many(24)
     turns = msgs.conversation_turns(messages)
     known = conversations.Conversations(store)
-    stored = {link.invariant: conversations.stored_message(m) for link, m in zip(turns.links, messages, strict=True)}
+    stored = {
+        link.invariant: conversations.stored_message(m) for link, m in zip(turns.links, messages, strict=True)
+    }
     await known.remember("u1", stored)
     await known.record_head("u1", "c1", [link.invariant for link in turns.links[:20]])
     spec = summary.SummaryJob(
@@ -179,6 +186,7 @@ async def test_a_summary_jobs_cpu_bound_steps_run_off_the_loop(
     )
     handler = summary.SummaryHandler(known, _Answering, max_attempts=3, default_model="m")
     here = threading.current_thread().name
+    threads.seen.clear()  # the chat was hashed and stored here
     await handler(domain.Job(id=1, kind="summary", payload=spec.to_payload(), attempts=1))
     assert await store.fetchval("SELECT count(*) FROM summaries") == 1
     assert threads.ran_off("echo.compression.fitting.fit_summary_input", here), threads.seen
@@ -211,7 +219,8 @@ async def test_a_large_windows_distillation_cleans_and_checks_off_the_loop(
     ]
     links = chain.build_chain(messages)
     await conversations.Conversations(store).remember(
-        "u1", {link.invariant: conversations.stored_message(m) for link, m in zip(links, messages, strict=True)}
+        "u1",
+        {link.invariant: conversations.stored_message(m) for link, m in zip(links, messages, strict=True)},
     )
     spec = distill.DistillJob(
         user_id="u1",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -51,10 +50,9 @@ def threads() -> Threads:
 
 
 @pytest.fixture
-def few(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def few(monkeypatch: pytest.MonkeyPatch) -> None:
     """A "large" request from 4 messages on, so the tests stay small."""
     monkeypatch.setattr(compression_costs, "OFFLOAD_MESSAGES", 4)
-    yield
 
 
 def chat(count: int) -> list[dict[str, Any]]:
@@ -66,7 +64,11 @@ def chat(count: int) -> list[dict[str, Any]]:
 
 def context(filter_id: str, phase: base.Phase, body: dict[str, Any]) -> base.HookContext:
     return base.HookContext(
-        filter_id=filter_id, phase=phase, user={"id": "u1"}, ids=bodies.turn_ids(body, {"id": "u1"}), valves=None
+        filter_id=filter_id,
+        phase=phase,
+        user={"id": "u1"},
+        ids=bodies.turn_ids(body, {"id": "u1"}),
+        valves=None,
     )
 
 
@@ -81,7 +83,8 @@ async def test_off_loop_runs_small_work_here_and_large_work_on_a_worker_thread(f
     assert await compression_costs.off_loop(3, work) == "done"
     assert await compression_costs.off_loop(4, work) == "done"
     assert seen[0] is here
-    assert seen[1] is not here and seen[1].name.startswith("echo-filters")
+    assert seen[1] is not here
+    assert seen[1].name.startswith("echo-filters")
 
 
 async def test_work_the_hook_no_longer_waits_for_is_told_to_stop(few: None) -> None:
@@ -167,10 +170,15 @@ async def test_a_long_chats_masking_outlet_runs_off_the_loop(
     assert masking_filter.WITHHELD not in str(answer)
 
 
-async def test_the_offline_llm_computes_on_a_worker_thread(threads: Threads, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_offline_llm_computes_on_a_worker_thread(
+    threads: Threads, monkeypatch: pytest.MonkeyPatch
+) -> None:
     threads.spy(monkeypatch, extractive, "summarize")
     request = llm.LLMRequest(
-        model="m", messages=[("user", "The user lives in Lyon. " * 50)], max_output_tokens=50, purpose="summary"
+        model="m",
+        messages=[("user", "The user lives in Lyon. " * 50)],
+        max_output_tokens=50,
+        purpose="summary",
     )
     result = await OfflineLLM("test").generate(request)
     assert result.text
@@ -187,4 +195,3 @@ def test_spies_name_what_they_spy() -> None:
         monkeypatch.undo()
     assert list(threads.seen) == ["echo.llm.extractive.summarize"]
     assert threads.off("echo.llm.extractive.summarize", threading.current_thread()) is False
-

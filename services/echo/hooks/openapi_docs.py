@@ -5,7 +5,14 @@ Most routes read and check their JSON body themselves (`wire.read_json`, bounded
 puts it in the document. `errors` declares the error statuses a route answers, each with its body:
 `Problem` (`{"detail": "why"}`), or `FieldProblem` for a 422 (FastAPI's list of field errors, or
 `wire.unprocessable`'s `{"message", "errors"}`; a configuration refused as a whole has a message
-and no errors). A route documents every status it answers; a 500 is never documented (it is a bug).
+and no errors), `FieldsProblem` for a route whose every 422 is the latter. A route documents every
+status it answers; a 500 is never documented (it is a bug).
+
+`valves_body` documents a filter's valves exactly as they are taken (each number also as its decimal
+text, its bounds in the text's pattern: `decimal_text_pattern`), and lists the rules across valves
+that JSON Schema cannot say (`x-echo-rules`). `allow_documented_methods` and `add_refusing_route` keep
+every 405 honest: its `Allow` lists exactly the methods the path documents (empty for a path that has
+none), whichever method was sent.
 """
 
 from __future__ import annotations

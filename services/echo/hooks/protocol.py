@@ -263,9 +263,12 @@ def build_protocol_router(
             " valve left out of the body is reset to its default, whatever it was before (Open WebUI's"
             " valves editor always sends them all). To change one valve, `GET /{id}/valves` and send"
             " the whole answer back with that valve changed; the answer is the valves now in force."
-            " Besides each valve's own bounds, the rules across valves (as `valves/spec` describes"
-            " them) are checked: a body that breaks one is a 422 naming both valves.",
-            responses=openapi_docs.errors(409, 413, 422),
+            " Each valve takes its own type only (a number also as its plain decimal text, which Open"
+            " WebUI's editor sends; a mapping also as its JSON text), within its bounds; a body that"
+            " breaks one is a 422 naming the valve. The rules across valves, which JSON Schema cannot"
+            " say, are listed in the body schema (its description and `x-echo-rules`): a body that"
+            " breaks one is a 422 naming its valves.",
+            responses=openapi_docs.errors(409, 413, 422, field_errors=True),
             openapi_extra=openapi_docs.valves_body(valves_module.FILTER_VALVES[filter_id]),
         )
     router.add_api_route(

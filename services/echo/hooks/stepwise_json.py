@@ -29,7 +29,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "STEP_CHARS", "STEP_NODES", "loads", "render"]
+__all__ = ["MAX_DEPTH", "STEP_CHARS", "STEP_NODES", "cost", "loads", "render"]
 
 STEP_CHARS = 64 * 1024  # about 2 ms of the densest JSON (empty objects) per C call
 STEP_NODES = 4096  # what one C call renders at most (about 1 ms)
@@ -244,8 +244,8 @@ def _put(holder: list[Any] | dict[str, Any], key: str, value: Any) -> None:
 _FLAT = frozenset({str, int, float, bool, type(None)})
 
 
-def _size(value: Any, limit: int) -> int:
-    """What rendering `value` costs, counted up to just past `limit` (a bounded walk)."""
+def cost(value: Any, limit: int) -> int:
+    """What rendering (or freeing) `value` costs, counted up to just past `limit` (a bounded walk)."""
     if type(value) is dict and len(value) <= _FLAT_KEYS and _FLAT.issuperset(map(type, value.values())):
         # The common member, a message of texts and numbers: counted without the walk.
         return 1 + 2 * len(value) + sum(len(v) for v in value.values() if type(v) is str) // _STRING_WEIGHT
@@ -272,7 +272,7 @@ def _size(value: Any, limit: int) -> int:
 
 def _pieces(value: Any, dump: Callable[[Any], str]) -> Iterator[str]:
     """`dump(value)` in pieces: runs of small members in one call each, large members opened."""
-    if not isinstance(value, dict | list | tuple) or _size(value, STEP_NODES) <= STEP_NODES:
+    if not isinstance(value, dict | list | tuple) or cost(value, STEP_NODES) <= STEP_NODES:
         yield dump(value)
         return
     open_ids: set[int] = set()
@@ -295,18 +295,18 @@ def _pieces(value: Any, dump: Callable[[Any], str]) -> Iterator[str]:
     while stack:
         members, is_dict, closer, ident = stack[-1]
         run: list[Any] = []
-        cost = 0
+        spent = 0
         child: Any = None
         opened = False
         for member in members:
             item = member[1] if is_dict else member
-            size = _size(item, STEP_NODES) if isinstance(item, dict | list | tuple) else 1
+            size = cost(item, STEP_NODES) if isinstance(item, dict | list | tuple) else 1
             if size > STEP_NODES:
                 child, opened = member, True
                 break
             run.append(member)
-            cost += size + (len(item) // _STRING_WEIGHT if isinstance(item, str) else 0)
-            if cost > STEP_NODES:
+            spent += size + (len(item) // _STRING_WEIGHT if isinstance(item, str) else 0)
+            if spent > STEP_NODES:
                 break
         if run:
             text = dump(dict(run)) if is_dict else dump(run)
@@ -323,7 +323,7 @@ def _pieces(value: Any, dump: Callable[[Any], str]) -> Iterator[str]:
             yield prefix + opening(item)
             first.append(True)
             continue
-        if not run or cost <= STEP_NODES:  # the members ran out
+        if not run or spent <= STEP_NODES:  # the members ran out
             stack.pop()
             first.pop()
             open_ids.discard(ident)

@@ -21,7 +21,7 @@ from pydantic import Field, StrictBool, TypeAdapter, ValidationError
 from typing_extensions import TypedDict  # pydantic needs this TypedDict before Python 3.12
 
 from echo.filters import events as events_module
-from echo.hooks import stepwise_json
+from echo.hooks import release, stepwise_json
 
 __all__ = [
     "CHAT_REQUEST",
@@ -336,6 +336,7 @@ async def read_json(request: Request, limit: int) -> Any:
             return _parse(raw)
         data, checked = await asyncio.to_thread(_parsed_and_checked, raw)
         _CHECKED.set((data, checked))
+        release.when_unused(data)  # freed in steps off the loop once the request is done with it
         return data
     except RecursionError as error:
         raise too_deep() from error
