@@ -272,7 +272,7 @@ class Database:
             self._connection = await asyncpg.connect(self.dsn)
         return self._connection
 
-    def job_states(self, kind: str) -> dict[str, int]:
+    def job_states(self, kind: str, chat_id: str | None = None) -> dict[str, int]:
         async def query() -> dict[str, int]:
             connection = await self._connection_for()
             exists = await connection.fetchval(
@@ -282,8 +282,9 @@ class Database:
                 return {}
             rows = await connection.fetch(
                 f"SELECT state, count(*) AS n FROM {tenancy.quote_identifier(self.schema)}.jobs"
-                " WHERE kind = $1 GROUP BY state",
+                " WHERE kind = $1 AND ($2::text IS NULL OR payload->>'chat_id' = $2) GROUP BY state",
                 kind,
+                chat_id,
             )
             return {row["state"]: int(row["n"]) for row in rows}
 
@@ -321,11 +322,11 @@ class Bench:
         self.rows.append(Row(name, duration, probes, note))
         print(f"  {name}: {duration:.2f} s, {len(probes)} probes, {note}", file=sys.stderr, flush=True)
 
-    def wait_jobs(self, kind: str, within: float = 600) -> str:
+    def wait_jobs(self, kind: str, chat_id: str | None = None, within: float = 600) -> str:
         """Until no job of `kind` is pending or running; what the queue holds of it then."""
         started = time.monotonic()
         while time.monotonic() < started + within:
-            states = self.database.job_states(kind)
+            states = self.database.job_states(kind, chat_id)
             if states and not states.get("pending") and not states.get("running"):
                 return ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
             if not states and time.monotonic() > started + 5:
@@ -333,10 +334,10 @@ class Bench:
             time.sleep(0.2)
         return f"{kind} jobs still running after {within:.0f} s"
 
-    def wait_running(self, kind: str, within: float = 60) -> bool:
+    def wait_running(self, kind: str, chat_id: str | None = None, within: float = 60) -> bool:
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
-            states = self.database.job_states(kind)
+            states = self.database.job_states(kind, chat_id)
             if states.get("running"):
                 return True
             if states and not states.get("pending"):
@@ -390,7 +391,9 @@ def scenarios(bench: Bench, only: set[str] | None) -> None:
             "first memory outlet, new 20,000-message chat",
             lambda: _status((200,), *post(port, "/echo_memory/filter/outlet", body, _headers())),
         )
-        bench.measure("its distill jobs (embedded worker)", lambda: bench.wait_jobs("distill"))
+        bench.measure(
+            "its distill jobs (embedded worker)", lambda: bench.wait_jobs("distill", "hostile-memory")
+        )
     if wanted("summary"):
         messages = chat_messages(CHAT_MESSAGES, "sum")
         outlet = filter_body(messages, "hostile-summary", "summary-user")
@@ -407,11 +410,11 @@ def scenarios(bench: Bench, only: set[str] | None) -> None:
         )
 
         def inlet_while_summarising() -> str:
-            running = bench.wait_running("summary")
+            running = bench.wait_running("summary", "hostile-summary")
             started = time.perf_counter()
             status, size = post(port, "/echo_compression/filter/inlet", inlet, _headers())
             took = time.perf_counter() - started
-            jobs = bench.wait_jobs("summary")
+            jobs = bench.wait_jobs("summary", "hostile-summary")
             when = "while the summary job ran" if running else "the summary job was not seen running"
             return f"{_status((200,), status, size)}; inlet {took * 1000:.0f} ms {when}; summary jobs: {jobs}"
 
@@ -463,6 +466,7 @@ def main() -> int:
         default=None,
         help="comma-separated: tiny, unauthenticated, query, memory_outlet, summary, masking (default all)",
     )
+    parser.add_argument("--settle", type=float, default=0.0, help="seconds to wait once the server is ready")
     parser.add_argument(
         "--command",
         default=None,
@@ -503,6 +507,7 @@ def main() -> int:
         database = Database(dsn, tenancy.schema_for(tenant))
         try:
             _wait_ready(port, process, log_path)
+            time.sleep(args.settle)
             prober = Prober(port, args.interval / 1000)
             bench = Bench(port, prober, database)
             with prober.running():
@@ -510,7 +515,10 @@ def main() -> int:
                     time.sleep(0.05)
             alone = Row("/healthz alone", 0.0, prober.latencies_ms())
             only = set(args.only.split(",")) if args.only else None
-            scenarios(bench, only)
+            try:
+                scenarios(bench, only)
+            except KeyboardInterrupt:
+                print("interrupted: the rows measured so far", file=sys.stderr)
         finally:
             process.terminate()
             try:

@@ -261,11 +261,6 @@ def test_the_registry_tools_document_the_null_they_take(client: httpx.Client) ->
         jsonschema.validate(body, schema)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the edge (hooks/edge.py) asks a key of every method but GET/HEAD on a public path: a 401"
-    " where the path's 405 is due (schemathesis without a key: ST204 on /healthz, /readyz, /metrics)",
-)
 def test_an_undocumented_method_on_a_public_path_is_a_405_without_a_key(hooks_server: LiveServer) -> None:
     for path in ("/healthz", "/readyz", "/metrics"):
         for method in ("POST", "TRACE", "DELETE"):

@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import threading
 from typing import Any
 
 import pytest
 
-from echo.hooks import stepwise_json, wire
+from echo.hooks import release, stepwise_json, wire
 
 
 @pytest.fixture
@@ -152,3 +153,27 @@ async def test_the_loop_runs_while_a_large_body_is_read_and_written_on_a_thread(
     ticks, rendered = await _ticks_while(stepwise_json.render, value)
     assert rendered == c_render(value)
     assert ticks >= 10
+
+
+class _Canary:
+    """Says on which thread it was freed."""
+
+    def __init__(self, freed: dict[str, str], done: threading.Event) -> None:
+        self.freed, self.done = freed, done
+
+    def __del__(self) -> None:
+        self.freed["thread"] = threading.current_thread().name
+        self.done.set()
+
+
+def test_a_large_body_is_freed_on_the_release_thread_once_unused() -> None:
+    freed: dict[str, str] = {}
+    done = threading.Event()
+    body = {"body": {"messages": [{"role": "user", "content": "x"}] * 10_000 + [[_Canary(freed, done)]]}}
+    still_used = body["body"]
+    release.when_unused(body)
+    del body
+    assert not done.wait(0.2)  # the messages are still referenced here: nothing is freed
+    del still_used
+    assert done.wait(30)
+    assert freed["thread"] == "echo-release"

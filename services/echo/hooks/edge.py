@@ -44,7 +44,6 @@ from echo.hooks import security, wire
 __all__ = ["BodyTooLarge", "Edge", "Rules", "document", "http_error", "validation_error"]
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-_PUBLIC_METHODS = frozenset({"GET", "HEAD"})
 _UTF8 = frozenset({"utf-8", "utf8"})
 _SHOWN = 100  # characters of a header value a refusal shows
 _JSON = "send the body as JSON, 'Content-Type: application/json'"
@@ -58,7 +57,8 @@ class BodyTooLarge(HTTPException):
 
 
 class Rules:
-    """Which credential a request needs: none for the public routes (`GET`/`HEAD` of their paths),
+    """Which credential a request needs: none on the public paths (whatever the method: they serve
+    `GET`/`HEAD` only, so another method gets its 405 with `Allow`, and no route there reads a body),
     the admin key on the paths of the admin routers, the hooks' key everywhere else (an unknown path
     included: it gets its 404 only with the key)."""
 
@@ -86,7 +86,7 @@ class Rules:
         return not any(pattern.match(path) for pattern in self._unread)
 
     def credential(self, method: str, path: str) -> security.Credential | None:
-        if method in _PUBLIC_METHODS and path in self._public:
+        if path in self._public:
             return None
         if any(pattern.match(path) for pattern in self._admin):
             return security.ADMIN
