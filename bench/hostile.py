@@ -360,13 +360,13 @@ def scenarios(bench: Bench, only: set[str] | None) -> None:
     if wanted("tiny"):
         tiny = tiny_messages_body(TINY_MESSAGES, "hostile-tiny")
         print(f"tiny-messages body: {len(tiny) / 1e6:.1f} MB", file=sys.stderr)
+
+        def send(path: str) -> Callable[[], str]:
+            return lambda: _status((200,), *post(port, path, tiny, _headers()))
+
         for phase in ("inlet", "outlet"):
             for hook in FILTERS:
-                path = f"/{hook}/filter/{phase}"
-                bench.measure(
-                    f"32 MB, 1.08 M messages, {hook} {phase}",
-                    lambda path=path: _status((200,), *post(port, path, tiny, _headers())),
-                )
+                bench.measure(f"32 MB, 1.08 M messages, {hook} {phase}", send(f"/{hook}/filter/{phase}"))
         del tiny
     if wanted("unauthenticated"):
 

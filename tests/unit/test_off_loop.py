@@ -5,12 +5,13 @@ stops waiting. Checked by where the work runs (spies), never by how long it take
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from typing import Any
 
 import pytest
 
-from echo import bodies
+from echo import bodies, offload
 from echo.filters import base, compression_costs
 from echo.filters import compression as compression_filter
 from echo.filters import context as context_filter
@@ -195,3 +196,26 @@ def test_spies_name_what_they_spy() -> None:
         monkeypatch.undo()
     assert list(threads.seen) == ["echo.llm.extractive.summarize"]
     assert threads.off("echo.llm.extractive.summarize", threading.current_thread()) is False
+
+
+async def test_while_work_runs_off_the_loop_the_loop_gets_the_gil_back_sooner() -> None:
+    """A busy worker thread hands the GIL over every switch interval: 1 ms while offloaded work
+    runs, the interval before it once the last such work ends."""
+    before = sys.getswitchinterval()
+    assert before > offload.SWITCH_SECONDS
+    seen: list[float] = []
+    entered, release = threading.Event(), threading.Event()
+
+    def work() -> None:
+        seen.append(sys.getswitchinterval())
+        entered.set()
+        release.wait(30)
+
+    first = asyncio.create_task(offload.to_thread(work))
+    assert await asyncio.to_thread(entered.wait, 30)
+    assert await offload.to_thread(sys.getswitchinterval) == offload.SWITCH_SECONDS  # nested: still low
+    assert sys.getswitchinterval() == offload.SWITCH_SECONDS  # while `work` runs
+    release.set()
+    await first
+    assert seen == [offload.SWITCH_SECONDS]
+    assert sys.getswitchinterval() == before

@@ -578,9 +578,13 @@ class CompressionFilter:
                 )
             except ConfigError as error:  # said on the loop, in the hook's log context
                 return _Planned(result.tokens_assembled, plan, error, {})
-            return _Planned(
-                result.tokens_assembled, plan, job, compression_jobs.planned_messages(plan, turns, unfolded)
+            # The statement above stored the branch (or this process did before): the job's turns
+            # are not sent again, a second encoding of thousands of rows on the loop for nothing.
+            remembered, schema = self._remembered, store.schema
+            planned = compression_jobs.planned_messages(
+                plan, turns, unfolded, stored=lambda invariant: (schema, user_id, invariant) in remembered
             )
+            return _Planned(result.tokens_assembled, plan, job, planned)
 
         planned = await self._cpu(len(unfolded), plan_summary)
         if planned is None:

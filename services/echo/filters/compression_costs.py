@@ -23,7 +23,6 @@ deadline passed): `prepare` given a `stop` check ends at its next `STOP_EVERY` m
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import concurrent.futures
 import functools
@@ -33,7 +32,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from echo import chain, tokens
+from echo import chain, offload, tokens
 from echo.compression import groups as grp
 from echo.compression import messages as msgs
 
@@ -77,9 +76,8 @@ async def off_loop(size: int, work: Callable[[StopCheck], _T]) -> _T:
     if size < OFFLOAD_MESSAGES:
         return work(_never)
     stop = threading.Event()
-    future = asyncio.get_running_loop().run_in_executor(_workers(), work, stop.is_set)
     try:
-        return await future
+        return await offload.run(_workers(), lambda: work(stop.is_set))
     finally:
         stop.set()  # done, or no longer waited for
 

@@ -16,7 +16,7 @@ caller, which says so to its own client.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -77,12 +77,17 @@ def summary_job(
 
 
 def planned_messages(
-    plan: planning.SummaryPlan, turns: msgs.Turns, messages: Sequence[Mapping[str, Any]]
+    plan: planning.SummaryPlan,
+    turns: msgs.Turns,
+    messages: Sequence[Mapping[str, Any]],
+    stored: Callable[[str], bool] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """The planned turns as the store keeps them (invariant hash -> `stored_message`)."""
+    """The planned turns as the store keeps them (invariant hash -> `stored_message`), but those
+    `stored(invariant)` says the store holds already (the outlet that just stored the branch)."""
     return {
         link.invariant: conversations.stored_message(messages[position])
         for link, position in zip(turns.links[plan.start : plan.stop], plan.positions, strict=True)
+        if stored is None or not stored(link.invariant)
     }
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 
 import echo
-from echo import aec, metrics, shadow
+from echo import aec, metrics, offload, shadow
 from echo.attachments import parts as parts_module
 from echo.config import valves as valves_module
 from echo.filters import base, compression_costs, context_files
@@ -239,7 +239,7 @@ class ContextFilter:
         # A long chat: collecting and putting back its texts walks every message, so the whole
         # masking runs on a worker thread (its own loop; it stops by the deadline as on this one).
         events: list[events_module.StatusEvent] = []
-        masked = await asyncio.to_thread(
+        masked = await offload.to_thread(
             lambda: asyncio.run(
                 masking_filter.mask_and_report(
                     body, self._on_masked, deadline=ctx.deadline, events=events, name=self.name

@@ -15,6 +15,7 @@ import sys
 import threading
 from typing import Any
 
+from echo import offload
 from echo.hooks import stepwise_json
 
 __all__ = ["POLL_SECONDS", "STEP", "pending", "when_unused"]
@@ -51,8 +52,9 @@ def _run() -> None:
         _wake.clear()
         while True:
             unused = _take_unused()
-            while unused:
-                _take_apart(unused.pop())  # no other name for it here: the callee holds it alone
+            with offload.busy():
+                while unused:
+                    _take_apart(unused.pop())  # no other name for it here: the callee holds it alone
             with _lock:
                 if not _held:
                     break

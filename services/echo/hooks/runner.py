@@ -9,6 +9,10 @@ Status events (DESIGN §9) survive every path: a filter that succeeds keeps the 
 place one event that says why ("ECHO compression skipped: timed out after 800 ms", or, for a masking
 outlet, what was withheld). Every event is logged and counted here (`echo_status_events_total`);
 whether it also goes back to the caller is the protocol's choice (`X-Echo-Events`).
+
+A large request (`wire.THREAD_BYTES` or more, as `wire.body_size` says) is answered off the event loop:
+the answer is rendered on a worker thread in bounded steps (`stepwise_json.render`), and so is a failed
+hook's fallback (withholding and comparing walk the whole body), so a 32 MB body never holds the loop.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import structlog
 from opentelemetry import trace
 from opentelemetry.context import Context
 
-from echo import metrics, tracing
+from echo import metrics, offload, tracing
 from echo.filters import base
 from echo.filters import events as events_module
 from echo.hooks import stepwise_json, wire
@@ -145,14 +149,14 @@ async def _render(value: dict[str, Any], large: bool) -> bytes:
     steps (`stepwise_json`: the C encoder would hold the GIL, and so the loop, for the whole body)."""
     if not large:
         return wire.render_json(value)
-    return await asyncio.to_thread(stepwise_json.render, value)
+    return await offload.to_thread(stepwise_json.render, value)
 
 
 async def _render_fallback(
     flt: base.Filter, body: dict[str, Any], ctx: base.HookContext, failure: str, large: bool
 ) -> bytes:
     if large:  # withholding and comparing walk the whole body: not on the loop
-        fallback, event = await asyncio.to_thread(_fallback, flt, body, ctx, failure)
+        fallback, event = await offload.to_thread(_fallback, flt, body, ctx, failure)
     else:
         fallback, event = _fallback(flt, body, ctx, failure)
     if ctx.events:  # they described an answer that is not given

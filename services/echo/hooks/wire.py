@@ -8,7 +8,6 @@ TypedDicts, checked without building objects (a pydantic model per message cost 
 
 from __future__ import annotations
 
-import asyncio
 import codecs
 import contextvars
 import json
@@ -20,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field, StrictBool, TypeAdapter, ValidationError
 from typing_extensions import TypedDict  # pydantic needs this TypedDict before Python 3.12
 
+from echo import offload
 from echo.filters import events as events_module
 from echo.hooks import release, stepwise_json
 
@@ -334,7 +334,7 @@ async def read_json(request: Request, limit: int) -> Any:
     try:
         if len(raw) < THREAD_BYTES:
             return _parse(raw)
-        data, checked = await asyncio.to_thread(_parsed_and_checked, raw)
+        data, checked = await offload.to_thread(_parsed_and_checked, raw)
         _CHECKED.set((data, checked))
         release.when_unused(data)  # freed in steps off the loop once the request is done with it
         return data

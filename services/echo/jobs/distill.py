@@ -32,7 +32,6 @@ its row gone and stops (checked under the lock `DELETE /users/{id}` takes too).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from echo import chain, metrics
+from echo import chain, metrics, offload
 from echo.embeddings import base as embeddings_base
 from echo.jobs import domain, errors, handling
 from echo.llm import errors as llm_errors
@@ -150,7 +149,7 @@ async def _cpu(size: int, work: Callable[[], _R]) -> _R:
     """`work()`, on a worker thread for `THREAD_MESSAGES` messages or more (module docstring)."""
     if size < THREAD_MESSAGES:
         return work()
-    return await asyncio.to_thread(work)
+    return await offload.to_thread(work)
 
 
 def point_payload(memory: records.Memory) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from typing import Any
 
 import structlog
 
-from echo import metrics, tokens
+from echo import metrics, offload, tokens
 from echo.attachments import chunking, extraction, mapreduce
 from echo.attachments import mime as mime_module
 from echo.embeddings import base as embeddings_base
@@ -183,7 +183,7 @@ class MapReduceHandler:
             return False
         text = await self._text(spec)
         embedder, vectors = await self._ready()
-        offsets = await asyncio.to_thread(tokens.token_offsets, text)  # CPU-bound: off the event loop
+        offsets = await offload.to_thread(tokens.token_offsets, text)  # CPU-bound: off the event loop
         chunks = await self._index(spec, text, offsets, embedder, vectors)
         await self.registry.mark_indexed(spec.user_id, spec.source_id, len(chunks))
         summary, mode = await self._summary(spec, text, offsets)
@@ -214,7 +214,7 @@ class MapReduceHandler:
             if verdict.kind in _MEDIA:
                 return await self._transcribe(spec, data, verdict)
             try:
-                return (await asyncio.to_thread(extraction.extract_text, data, verdict)).text
+                return (await offload.to_thread(extraction.extract_text, data, verdict)).text
             except extraction.ExtractionError as error:
                 fallback = await self._openwebui_text(api, spec.file_id)
                 if fallback:
@@ -263,7 +263,7 @@ class MapReduceHandler:
         embedder: embeddings_base.Embedder,
         vectors: vectors_base.VectorStore,
     ) -> list[chunking.Chunk]:
-        chunks = await asyncio.to_thread(  # CPU in proportion to the text: off the event loop
+        chunks = await offload.to_thread(  # CPU in proportion to the text: off the event loop
             chunking.chunk_text, text, offsets, size=spec.chunk_tokens, overlap=spec.overlap_tokens
         )
         for start in range(0, len(chunks), EMBED_BATCH):
@@ -288,10 +288,10 @@ class MapReduceHandler:
         return chunks
 
     async def _summary(self, spec: MapReduceJob, text: str, offsets: Sequence[int]) -> tuple[str, str]:
-        if await asyncio.to_thread(mapreduce.fast_path, text, spec.max_words):
+        if await offload.to_thread(mapreduce.fast_path, text, spec.max_words):
             return text.strip(), "fast_path"
         model = await self._llm.get()
-        sections = await asyncio.to_thread(
+        sections = await offload.to_thread(
             chunking.sections, text, offsets, max_tokens=MAP_SECTION_TOKENS, max_sections=MAX_MAP_CALLS
         )
         limit = asyncio.Semaphore(MAX_CONCURRENT_CALLS)

@@ -38,7 +38,6 @@ the chat's next inlet tells the user, once; a later summary of the chat that suc
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,7 +45,7 @@ from typing import Any, Literal, TypeVar
 
 import structlog
 
-from echo import chain, metrics, tokens
+from echo import chain, metrics, offload, tokens
 from echo.compression import budgets, fence, fitting, planning, prompts
 from echo.compression import messages as msgs
 from echo.jobs import domain, errors, handling
@@ -427,7 +426,7 @@ async def _cpu(size: int, work: Callable[[], _R]) -> _R:
     """`work()`, on a worker thread for `THREAD_TURNS` turns or more (see the module docstring)."""
     if size < THREAD_TURNS:
         return work()
-    return await asyncio.to_thread(work)
+    return await offload.to_thread(work)
 
 
 def _refs(previous: conversations.SummaryRow | None, plan: planning.SummaryPlan, taken: int) -> list[str]:

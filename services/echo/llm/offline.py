@@ -16,7 +16,6 @@ It says it is degraded everywhere: a warning ``llm_offline`` with the reason whe
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from collections.abc import Mapping
@@ -26,7 +25,7 @@ from typing import Any
 
 import structlog
 
-from echo import metrics, tokens
+from echo import metrics, offload, tokens
 from echo.llm import calls, extractive, retries
 from echo.llm.errors import LLMError
 from echo.llm.interface import LLMRequest, LLMResult, Usage
@@ -169,7 +168,7 @@ class OfflineLLM:
         async def attempt() -> calls.Answer:
             # CPU in proportion to the input (a summary window of thousands of messages): on a worker
             # thread, so the event loop (the hooks' own, with the embedded worker) stays free.
-            return await asyncio.to_thread(answer)
+            return await offload.to_thread(answer)
 
         return await calls.generate(self.provider_name, request, attempt, _NO_RETRY)
 
