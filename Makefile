@@ -43,7 +43,7 @@ test: install tools infinity lint
 	$(BIN)/pytest --ignore=tests/kube --ignore=tests/processes --durations=15 --cov=echo --cov=echo_operator --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
 
 # Whole echoctl processes (serve, worker, operator) started, raced and killed: a tier of its own, so
-# `make test` stays under 10 minutes; CI runs it after `make test`.
+# `make test` stays shorter; CI runs it after `make test`.
 .PHONY: test-processes
 test-processes: install
 	$(BIN)/pytest --durations=5 tests/processes
