@@ -1,7 +1,7 @@
 """The two bearer keys of the hook service, checked in constant time (DESIGN §3, §7).
 
 - `HOOKS`, the key `ECHO_API_KEY` that Open WebUI holds: the Pipelines protocol, the Function's
-  combined hooks, the `echo.*` pipe and the tool server.
+  filter calls, the `echo.*` pipe and the tool server.
 - `ADMIN`, the key `ECHO_ADMIN_KEY` that operators hold: the memory-management API (`/memories…`,
   `/users/…`) and `POST /chats/{chat_id}/compact`. The hooks' key cannot list or forget users; the
   admin key opens nothing else. Without an admin key that API is off (403), unless the service runs
