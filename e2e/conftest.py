@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,68 @@ def operator(cluster: Cluster) -> str:
     assert result.returncode == 0, result.stdout + result.stderr
     cluster.kubectl("wait", "--for=condition=Established", "crd/echodeployments.echo.dev", "--timeout=60s")
     return OPERATOR_NAMESPACE
+
+
+EXAMPLES = ROOT / "docs" / "examples"
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """An EchoDeployment applied from docs/examples/ as it is, in a namespace of its own."""
+
+    cluster: Cluster
+    namespace: str
+    name: str
+
+    @property
+    def hooks_service(self) -> str:
+        return f"{self.name}-hooks"
+
+    @property
+    def api_key(self) -> str:
+        return self.cluster.secret(self.namespace, f"{self.name}-api-key", "api-key")
+
+    def resource(self) -> dict:
+        return self.cluster.get("-n", self.namespace, "echodeployment", self.name)
+
+    def condition(self, kind: str) -> dict | None:
+        return self.cluster.condition(self.resource(), kind)
+
+    def service_url(self) -> str:
+        """The hooks Service by its ClusterIP (the single-node tier routes the host to Services)."""
+        service = self.cluster.get("-n", self.namespace, "service", self.hooks_service)
+        return f"http://{service['spec']['clusterIP']}:9099"
+
+
+def apply_example(cluster: Cluster, example: str, namespace: str) -> Tenant:
+    path = EXAMPLES / example
+    cluster.kubectl("create", "namespace", namespace)
+    cluster.apply(path, namespace)
+    documents = [doc for doc in path.read_text().split("\n---") if "kind: EchoDeployment" in doc]
+    name = re.search(r"^  name:\s*(\S+)", documents[0], re.M).group(1)  # type: ignore[union-attr]
+    return Tenant(cluster, namespace, name)
+
+
+def delete_tenant(tenant: Tenant) -> None:
+    """Delete the EchoDeployment (the operator lets go; its children are collected), then the namespace."""
+    cluster = tenant.cluster
+    cluster.kubectl("-n", tenant.namespace, "delete", "echodeployment", tenant.name, "--timeout=120s")
+    cluster.kubectl("delete", "namespace", tenant.namespace, "--timeout=300s")
+
+
+@pytest.fixture(scope="session")
+def distributed(cluster: Cluster, operator: str) -> Iterator[Tenant]:
+    """docs/examples/echo-cpu.yaml: PostgreSQL, hooks, distiller, embedding (MiniLM) and a managed Qdrant."""
+    tenant = apply_example(cluster, "echo-cpu.yaml", "echo-test")
+    cluster.wait_condition(tenant.namespace, f"echodeployment/{tenant.name}", "HooksReady", "True", 600)
+    yield tenant
+    delete_tenant(tenant)
+
+
+@pytest.fixture(scope="session")
+def standalone(cluster: Cluster, operator: str) -> Iterator[Tenant]:
+    """docs/examples/echo-standalone.yaml: one pod, embedded PostgreSQL, local Qdrant, MiniLM, on a PVC."""
+    tenant = apply_example(cluster, "echo-standalone.yaml", "echo-home")
+    cluster.wait_condition(tenant.namespace, f"echodeployment/{tenant.name}", "Ready", "True", 600)
+    yield tenant
+    delete_tenant(tenant)

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # A real single-node Kubernetes v1.20.2 on this machine: etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubelet (dockershim, on the dockerd of scripts/dockerd.sh), kube-proxy (iptables) and a
-# cluster DNS (dnsmasq fed by scripts/cluster_dns.py). Binaries: scripts/kube-apiserver.sh build (cached).
+# kube-scheduler, kubelet (dockershim, on the dockerd of scripts/dockerd.sh), kube-proxy (iptables), a
+# cluster DNS (dnsmasq fed by scripts/cluster_dns.py) and a volume provisioner (scripts/cluster_storage.py:
+# the default StorageClass `standard`, hostPath volumes under the state folder).
+# Binaries: scripts/kube-apiserver.sh build (built once, cached).
 #
 #   up           the network guard first (scripts/netguard.sh install + probe), then every part; waits for
 #                the node to be Ready and the default ServiceAccount; prints the kubeconfig path last
 #   down         stops every part by the pid it recorded, removes the pods' containers, kube-proxy's
 #                rules and the guard, and puts back the two sysctls it changed
 #   kubeconfig   prints the kubeconfig path (exit 1 when the cluster is not up)
+#   restart-kubelet  stops the kubelet and starts it again (a fault test: its pods must keep running)
 #
 # State: ${ECHO_NODE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/echo-node}/cluster (made anew by each `up`).
 # Host changes, all undone by `down`: the ECHO-GUARD iptables chain, kube-proxy's KUBE-* chains,
@@ -25,9 +28,14 @@ POD_CIDR=${ECHO_POD_CIDR:-172.17.0.0/16}
 SERVICE_CIDR=${ECHO_SERVICE_CIDR:-10.0.0.0/24}
 NODE_IP=${ECHO_NODE_IP:-172.17.0.1}  # the pods' bridge: pods reach the apiserver and the DNS here
 DOMAIN=cluster.local
-PARTS=(dns-records dnsmasq kube-proxy kubelet scheduler controller-manager)
+PARTS=(volumes dns-records dnsmasq kube-proxy kubelet scheduler controller-manager)
 
 log() { echo "cluster: $*" >&2; }
+
+# kubectl from `make tools` (tools/bin), else the one on PATH.
+KUBECTL=$HERE/../tools/bin/kubectl
+[[ -x "$KUBECTL" ]] || KUBECTL=kubectl
+kubectl() { "$KUBECTL" "$@"; }
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
@@ -120,20 +128,8 @@ up() {
     --authentication-kubeconfig "$KUBECONFIG" --authorization-kubeconfig "$KUBECONFIG" \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port "$(free_port)" --port 0
 
-  # 4. The node. Images are never pulled (image GC off: a removed image could not come back).
-  local sock=${docker_host}
-  start_part kubelet "$BIN/kubelet" --kubeconfig "$KUBECONFIG" \
-    --hostname-override "$name" --node-ip "$NODE_IP" --address 127.0.0.1 --port 10250 \
-    --read-only-port 0 --healthz-bind-address 127.0.0.1 --healthz-port "$(free_port)" \
-    --root-dir "$STATE/kubelet" --cert-dir "$STATE/kubelet/pki" \
-    --experimental-dockershim-root-directory "$STATE/dockershim" --volume-plugin-dir "$STATE/volume-plugins" \
-    --container-runtime docker --docker-endpoint "$sock" \
-    --pod-infra-container-image echo-pause:local \
-    --cluster-dns "$NODE_IP" --cluster-domain "$DOMAIN" \
-    --cgroup-driver cgroupfs --cgroups-per-qos=false --enforce-node-allocatable '' \
-    --fail-swap-on=false --make-iptables-util-chains=false --oom-score-adj 0 \
-    --image-gc-high-threshold 100 --image-gc-low-threshold 99 --eviction-hard 'memory.available<100Mi' \
-    --v 1
+  # 4. The node.
+  start_kubelet
   # 5. Services: kube-proxy in iptables mode; --masquerade-all so that a pod reaching a Service backed by
   # a pod on the same bridge gets its reply through the host (no br_netfilter needed). conntrack sizes
   # are left as the host has them (0 = do not touch).
@@ -144,17 +140,50 @@ up() {
     --bind-address 127.0.0.1 --healthz-bind-address "127.0.0.1:$(free_port)" \
     --metrics-bind-address "127.0.0.1:$(free_port)"
   # 6. Cluster DNS: names under cluster.local only, nothing forwarded anywhere (--no-resolv, no server).
-  start_part dns-records python3 "$HERE/cluster_dns.py" "$KUBECONFIG" "$STATE/dns/hosts" "$DOMAIN"
   : >"$STATE/dns/hosts"
+  start_part dns-records python3 "$HERE/cluster_dns.py" "$KUBECONFIG" "$STATE/dns/hosts" "$DOMAIN"
   start_part dnsmasq dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts \
     --bind-interfaces --listen-address="$NODE_IP" --port=53 --hostsdir="$STATE/dns" \
     --local="/$DOMAIN/" --domain-needed --bogus-priv --user=root --pid-file=/dev/null --log-facility=-
 
+  # 7. Volumes: a default StorageClass whose claims get hostPath volumes under $STATE/volumes.
+  start_part volumes python3 "$HERE/cluster_storage.py" "$KUBECONFIG" "$STATE/volumes"
+
   wait_for "node $name Ready" 180 node_ready "$name"
   wait_for "ServiceAccount default/default" 60 kubectl get serviceaccount default -n default
+  wait_for "StorageClass standard" 30 kubectl get storageclass standard
   wait_for "Service kubernetes in the DNS" 30 grep -q " kubernetes.default.svc.$DOMAIN\$" "$STATE/dns/hosts"
   log "up in $((SECONDS - t0)) s"
   echo "$STATE/kubeconfig"
+}
+
+# The kubelet, also alone (`restart-kubelet`: the pods it runs keep running while it is away).
+# Images are never pulled: image GC off, since a removed image could not come back.
+start_kubelet() {
+  local kubeconfig="$STATE/kubeconfig" sock
+  sock=$(cat "$NODE_DIR/cluster.docker-host")
+  start_part kubelet "$BIN/kubelet" --kubeconfig "$kubeconfig" \
+    --hostname-override "$(node_name)" --node-ip "$NODE_IP" --address 127.0.0.1 --port 10250 \
+    --read-only-port 0 --healthz-bind-address 127.0.0.1 --healthz-port "$(free_port)" \
+    --root-dir "$STATE/kubelet" --cert-dir "$STATE/kubelet/pki" \
+    --experimental-dockershim-root-directory "$STATE/dockershim" --volume-plugin-dir "$STATE/volume-plugins" \
+    --container-runtime docker --docker-endpoint "$sock" \
+    --pod-infra-container-image echo-pause:local \
+    --cluster-dns "$NODE_IP" --cluster-domain "$DOMAIN" \
+    --cgroup-driver cgroupfs --cgroups-per-qos=false --enforce-node-allocatable '' \
+    --fail-swap-on=false --make-iptables-util-chains=false --oom-score-adj 0 \
+    --image-gc-high-threshold 100 --image-gc-low-threshold 99 --eviction-hard 'memory.available<100Mi' \
+    --v 1
+}
+
+restart_kubelet() {
+  running kubelet || { log "the kubelet is not running"; return 1; }
+  local t0=$SECONDS
+  stop_part kubelet
+  export KUBECONFIG=$STATE/kubeconfig
+  start_kubelet
+  wait_for "kubelet back, node Ready" 120 node_ready "$(node_name)"
+  log "kubelet restarted in $((SECONDS - t0)) s"
 }
 
 node_ready() {
@@ -206,5 +235,6 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   kubeconfig) [[ -f "$STATE/kubeconfig" ]] && running kubelet && echo "$STATE/kubeconfig" ;;
-  *) log "usage: $0 up | down | kubeconfig"; exit 2 ;;
+  restart-kubelet) restart_kubelet ;;
+  *) log "usage: $0 up | down | kubeconfig | restart-kubelet"; exit 2 ;;
 esac
