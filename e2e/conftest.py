@@ -140,3 +140,10 @@ def standalone(cluster: Cluster, operator: str) -> Iterator[Tenant]:
     cluster.wait_condition(tenant.namespace, f"echodeployment/{tenant.name}", "Ready", "True", 600)
     yield tenant
     delete_tenant(tenant)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    table = ROOT / "e2e" / "artifacts" / "faults.md"
+    if KUBECONFIG and table.exists():
+        terminalreporter.write_sep("-", "faults on the cluster")
+        terminalreporter.write(table.read_text())
