@@ -144,7 +144,7 @@ up() {
   start_part dns-records python3 "$HERE/cluster_dns.py" "$KUBECONFIG" "$STATE/dns/hosts" "$DOMAIN"
   start_part dnsmasq dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts \
     --bind-interfaces --listen-address="$NODE_IP" --port=53 --hostsdir="$STATE/dns" \
-    --local="/$DOMAIN/" --domain-needed --bogus-priv --user=root --pid-file=/dev/null --log-facility=-
+    --local="/$DOMAIN/" --domain-needed --bogus-priv --user=root --pid-file="$STATE/dnsmasq.own.pid" --log-facility=-
 
   # 7. Volumes: a default StorageClass whose claims get hostPath volumes under $STATE/volumes.
   start_part volumes python3 "$HERE/cluster_storage.py" "$KUBECONFIG" "$STATE/volumes"

@@ -1,4 +1,4 @@
-"""Serve an ASGI app with a real uvicorn on 127.0.0.1 in a background thread (tests and benches)."""
+"""Serve an ASGI app with a real uvicorn on 127.0.0.1 (or `host`) in a background thread (tests, benches)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,11 @@ __all__ = ["LiveServer"]
 class LiveServer:
     """`with LiveServer(app) as server: httpx.get(server.url + "/healthz")`."""
 
-    def __init__(self, app: Any, *, name: str = "live-server", lifespan: str = "on") -> None:
+    def __init__(
+        self, app: Any, *, name: str = "live-server", lifespan: str = "on", host: str = "127.0.0.1"
+    ) -> None:
         self._app = app
+        self.host = host
         self._name = name
         self._lifespan = lifespan
         self._server: uvicorn.Server | None = None
@@ -25,12 +28,12 @@ class LiveServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self, timeout_s: float = 15.0) -> LiveServer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((self.host, 0))
         config = uvicorn.Config(
             self._app, log_level="warning", access_log=False, lifespan=self._lifespan, log_config=None
         )

@@ -109,8 +109,8 @@ class BytesFiles:
 
 
 @contextmanager
-def fake_files() -> Iterator[FakeFiles]:
+def fake_files(host: str = "127.0.0.1") -> Iterator[FakeFiles]:
     fake = FakeFiles()
-    with LiveServer(fake.app(), name="open-webui-files", lifespan="off") as live:
+    with LiveServer(fake.app(), name="open-webui-files", lifespan="off", host=host) as live:
         fake.url = live.url
         yield fake
