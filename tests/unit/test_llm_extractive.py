@@ -144,3 +144,17 @@ def test_kept_sentences_are_in_conversation_order(facts: list[int], budget: int)
     assert tokens.exact_tokens(summary) <= budget
     kept = [int(m) for m in re.findall(r"Order (\d+) shipped", summary)]
     assert kept == [fact for fact in facts if fact in kept]
+
+
+def test_the_material_of_a_summary_prompt_is_the_conversation_not_the_instructions() -> None:
+    from echo.compression.prompts import build_summary_prompt
+
+    prompt = build_summary_prompt(
+        "[1] User: The vault opens with the brass key.", "The user keeps a vault.", max_summary_tokens=200
+    )
+    material = extractive.material(prompt)
+    assert "The vault opens with the brass key." in material
+    assert "The user keeps a vault." in material
+    assert "Return only the XML working memory." not in material
+    assert "<conversation>" not in material
+    assert extractive.material("No blocks here.") == "No blocks here."

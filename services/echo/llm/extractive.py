@@ -241,6 +241,20 @@ def _similar(a: frozenset[str], b: frozenset[str]) -> bool:
     return bool(a) and bool(b) and len(a & b) >= _DUPLICATE * len(a | b)
 
 
+_DATA_BLOCK = re.compile(r"^<([a-z_]+)>\n(.*)^</\1>$", re.M | re.S)
+_TAG_LINE = re.compile(r"^</?[a-z_]+>$", re.M)
+
+
+def material(prompt: str) -> str:
+    """What a prompt hands over to be read: the inside of its data blocks (`<conversation>…</conversation>`,
+    a `<compression_input>` and what it nests), without the instructions around them; the whole text when
+    it has none. The offline provider summarises this, never the instructions."""
+    blocks = [match.group(2) for match in _DATA_BLOCK.finditer(prompt)]
+    if not blocks:
+        return prompt
+    return "\n".join(_TAG_LINE.sub("", block).strip("\n") for block in blocks)
+
+
 def summarize(text: str, max_tokens: int) -> str:
     """The most informative sentences of ``text``, in their order with who said them, within
     ``max_tokens`` o200k_base tokens (speaker labels, spaces and line breaks included).

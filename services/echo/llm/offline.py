@@ -158,7 +158,7 @@ class OfflineLLM:
             metrics.LLM_OFFLINE.labels(request.purpose).inc()
             budget = max(1, request.max_output_tokens)
             if request.json_schema is None:
-                text = extractive.summarize(request.input_text, budget)
+                text = extractive.summarize(extractive.material(request.input_text), budget)
             else:
                 text = _json_answer(request.json_schema, request.input_text, budget)
             prompt = tokens.estimate_tokens(f"{request.system}\n{request.input_text}")
