@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import CHART, OPERATOR_NAMESPACE, RELEASE
 from kube import Cluster, eventually
 
@@ -35,10 +36,10 @@ def test_helm_upgrade_upgrades_the_crd(cluster: Cluster, operator: str, tmp_path
     crd_files = [path for path in chart.rglob("*.yaml") if "openAPIV3Schema:" in path.read_text()]
     assert crd_files, "no CRD in the chart"
     for path in crd_files:
-        text = path.read_text()
-        marker = "        openAPIV3Schema:\n"
-        assert marker in text, path
-        path.write_text(text.replace(marker, marker + "          description: e2e-upgrade-probe\n", 1))
+        crd = yaml.safe_load(path.read_text())
+        for version in crd["spec"]["versions"]:
+            version["schema"]["openAPIV3Schema"]["description"] = "e2e-upgrade-probe"
+        path.write_text(yaml.safe_dump(crd, sort_keys=False))
 
     def upgrade(source: Path) -> None:
         result = cluster.helm(

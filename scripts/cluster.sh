@@ -139,6 +139,10 @@ up() {
     --conntrack-max-per-core 0 --conntrack-tcp-timeout-established 0 --conntrack-tcp-timeout-close-wait 0 \
     --bind-address 127.0.0.1 --healthz-bind-address "127.0.0.1:$(free_port)" \
     --metrics-bind-address "127.0.0.1:$(free_port)"
+  # kube-proxy prepends its jumps to OUTPUT and FORWARD (KUBE-FORWARD accepts what it marked): once they
+  # are there, the guard goes back in front of them.
+  wait_for "kube-proxy's rules" 60 iptables -w -C FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
+  ECHO_POD_CIDR=$POD_CIDR ECHO_SERVICE_CIDR=$SERVICE_CIDR "$HERE/netguard.sh" install
   # 6. Cluster DNS: names under cluster.local only, nothing forwarded anywhere (--no-resolv, no server).
   : >"$STATE/dns/hosts"
   start_part dns-records python3 "$HERE/cluster_dns.py" "$KUBECONFIG" "$STATE/dns/hosts" "$DOMAIN"

@@ -5,7 +5,8 @@
 # pod or service range, or comes from the pod range. A packet to an unused ClusterIP (no kube-proxy rule
 # rewrites it) would otherwise follow the default route out of the machine; here it is rejected locally.
 #
-#   install   add the chain and its two jumps (idempotent); run before dockerd or any node process starts
+#   install   add the chain and its two jumps, first in OUTPUT and FORWARD (idempotent); run before
+#             dockerd or any node process starts, and again once kube-proxy has added its rules
 #   remove    delete them
 #   check     exit 0 when the chain and both jumps are in place, 1 otherwise (says which is missing)
 #   probe     connect to an unused address of the service range: prints "rejected" when the guard
@@ -37,8 +38,11 @@ install() {
   iptables -w -A "$CHAIN" -d "$POD_CIDR" -j REJECT
   iptables -w -A "$CHAIN" -s "$POD_CIDR" -j REJECT
   local hook
+  # First in both hooks, also after kube-proxy prepended its own jumps (KUBE-FORWARD accepts marked
+  # packets): install again after it starts, and the guard moves back to the top.
   for hook in OUTPUT FORWARD; do
-    iptables -w -C "$hook" -j "$CHAIN" 2>/dev/null || iptables -w -I "$hook" 1 -j "$CHAIN"
+    while iptables -w -C "$hook" -j "$CHAIN" 2>/dev/null; do iptables -w -D "$hook" -j "$CHAIN"; done
+    iptables -w -I "$hook" 1 -j "$CHAIN"
   done
   log "installed: nothing to $SERVICE_CIDR or $POD_CIDR, nothing from $POD_CIDR, leaves but by lo or $BRIDGE"
 }
