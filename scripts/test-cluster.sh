@@ -14,4 +14,5 @@ finish() {
   exit "$status"
 }
 trap finish EXIT
+.venv/bin/pytest tests/cluster -p no:cacheprovider
 E2E_KUBECONFIG=$kubeconfig E2E_PLATFORM=node .venv/bin/pytest e2e --durations=0 -p no:cacheprovider "$@"

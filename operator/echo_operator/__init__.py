@@ -5,9 +5,10 @@ clock and no environment; the kopf handlers stay thin (validate, render, server-
 adopt, prune, write status). Modules, from the inside out:
 
 - `shapes`, `models`, `connections`, `spec`: the spec as pydantic models (the CRD's source, CEL
-  rules mirrored in Python);
-- `crd`: the CRD generator (`python -m echo_operator.crd`);
-- `tenant`, `pods`, `render_*`, `render`: pure manifest builders, one module per kind of child;
+  rules mirrored in Python); `modes`: what each mode (distributed, standalone) ignores;
+- `crd`: the CRD generator (`python -m echo_operator.crd`), with and without its CEL rules;
+- `tenant`, `pods`, `render_*`, `render`: pure manifest builders, one module per kind of child
+  (`render_standalone`: the one pod of a standalone tenant);
 - `status`: pure conditions from the children's state;
 - `apply`, `children`: the Kubernetes I/O (server-side apply, prune, observe);
 - `handlers`, `settings`, `metrics`, `runner`: the kopf wiring and the process.

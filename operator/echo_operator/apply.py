@@ -11,7 +11,9 @@ Children are rendered for current Kubernetes; `for_cluster` maps them onto an ol
 Helm charts do with `.Capabilities`: a PodDisruptionBudget goes out as policy/v1beta1 before 1.21
 and an HPA as autoscaling/v2beta2 before 1.23 (same fields for what the operator renders), and a
 StatefulSet without its PVC retention policy before 1.23 (there, a server-side apply naming it is
-a 500 "field not declared in schema").
+a 500 "field not declared in schema"). `unlabelled_namespaces` names what a NetworkPolicy selects by
+the `kubernetes.io/metadata.name` label on a server before 1.21, which does not set that label (the
+handlers warn: label those namespaces by hand).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 __all__ = [
     "CHILD_KINDS",
     "FIELD_MANAGER",
+    "NAMESPACE_NAME_LABEL",
+    "NAMESPACE_NAME_LABEL_MINOR",
     "OLDER_APIS",
     "OPTIONAL_APIS",
     "PVC_RETENTION_MINOR",
@@ -39,6 +43,7 @@ __all__ = [
     "for_cluster",
     "path",
     "served_version",
+    "unlabelled_namespaces",
 ]
 
 FIELD_MANAGER = "echo-operator"
@@ -70,6 +75,9 @@ DISCOVERED_APIS = OPTIONAL_APIS | OLDER_APIS.keys() | frozenset(OLDER_APIS.value
 """The APIs whose presence the operator asks the server about; every other one is always served."""
 PVC_RETENTION_MINOR = 23
 """StatefulSet.spec.persistentVolumeClaimRetentionPolicy is in the API from Kubernetes 1.23."""
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+NAMESPACE_NAME_LABEL_MINOR = 21
+"""The API server labels every namespace with its name (NAMESPACE_NAME_LABEL) from Kubernetes 1.21."""
 _OBJECT = {200: "object", 201: "object", 202: "object"}
 
 
@@ -143,6 +151,16 @@ def for_cluster(manifest: Mapping[str, Any], cluster: Cluster) -> dict[str, Any]
             key: value for key, value in spec.items() if key != "persistentVolumeClaimRetentionPolicy"
         }
     return out
+
+
+def unlabelled_namespaces(manifest: Mapping[str, Any], cluster: Cluster) -> list[str]:
+    """The namespaces a NetworkPolicy selects by NAMESPACE_NAME_LABEL on a server too old to set that
+    label: they match nothing until someone labels them."""
+    if manifest["kind"] != "NetworkPolicy" or cluster.minor >= NAMESPACE_NAME_LABEL_MINOR:
+        return []
+    peers = [peer for rule in manifest["spec"].get("ingress") or () for peer in rule.get("from") or ()]
+    labels = [((peer.get("namespaceSelector") or {}).get("matchLabels") or {}) for peer in peers]
+    return sorted({selected[NAMESPACE_NAME_LABEL] for selected in labels if NAMESPACE_NAME_LABEL in selected})
 
 
 def _where(manifest: Mapping[str, Any]) -> tuple[str, str, str | None, str]:

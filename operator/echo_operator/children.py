@@ -102,6 +102,12 @@ async def sync(
                 f"{what}: retainOnDelete false is not enforced: Kubernetes 1.{cluster.minor} has no PVC "
                 f"retention policy (1.{apply.PVC_RETENTION_MINOR}+), its PVCs stay when the tenant goes"
             )
+        for namespace in apply.unlabelled_namespaces(adapted, cluster):
+            logger.warning(
+                f"{what} selects namespace {namespace} by its {apply.NAMESPACE_NAME_LABEL} label, which "
+                f"Kubernetes 1.{cluster.minor} does not set (1.{apply.NAMESPACE_NAME_LABEL_MINOR}+): "
+                f"kubectl label namespace {namespace} {apply.NAMESPACE_NAME_LABEL}={namespace}"
+            )
         manifests.append(adapted)
     keep = {render.identity(m) for m in manifests}
     if tenant.spec.hooks.api_key_secret_ref is None:

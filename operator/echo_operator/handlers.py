@@ -11,7 +11,7 @@ from typing import Any
 
 import kopf
 
-from echo_operator import apply, children, crd, metrics, status
+from echo_operator import apply, children, crd, metrics, modes, status
 from echo_operator import settings as settings_module
 from echo_operator import spec as spec_module
 from echo_operator import tenant as tenant_module
@@ -66,6 +66,9 @@ async def reconcile(
             )
             patch.status.update(invalid)
             raise kopf.PermanentError(f"invalid spec: {error}") from error
+        ignored = modes.ignored(tenant.spec)
+        if ignored:  # a warning Event on the EchoDeployment; the Ready message says it too
+            logger.warning(f"ignored in mode {tenant.spec.mode}: {', '.join(ignored)}")
         kube: apply.Kube = memo.kube
         try:
             pruned = await children.sync(kube, tenant, body, dashboards=memo.config.dashboards, logger=logger)

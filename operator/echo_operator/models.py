@@ -25,6 +25,8 @@ __all__ = [
     "PodDisruptionBudget",
     "Qdrant",
     "QdrantStorage",
+    "Standalone",
+    "StandaloneStorage",
 ]
 
 VERSION = "0.1.0"
@@ -73,6 +75,11 @@ class Images(Section):
     qdrant: Image = Field(
         Image(repository="qdrant/qdrant", tag="v1.13.6-unprivileged"),
         description="Qdrant; the -unprivileged flavour runs as a non-root user.",
+    )
+    standalone: Image = Field(
+        Image(repository="ghcr.io/echo-k8s/echo-standalone", tag=VERSION),
+        description="The standalone pod (mode standalone): the echo image plus the `local` extra "
+        "(embedded PostgreSQL, the packaged MiniLM embedder).",
     )
     pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         "IfNotPresent", description="Pull policy."
@@ -256,3 +263,33 @@ class Qdrant(Section):
         check((self.managed is not None) != (self.external_url is not None), QDRANT_ONE_SOURCE)
         check(self.api_key_secret_ref is None or self.external_url is not None, QDRANT_KEY_EXTERNAL)
         return self
+
+
+class StandaloneStorage(Section):
+    """The volume of the standalone pod: embedded PostgreSQL, Qdrant local mode, saved valves."""
+
+    size: Quantity = Field("5Gi", description="Requested storage.")
+    storage_class_name: str | None = Field(None, description="Storage class; default the cluster's.")
+    retain_on_delete: bool = Field(
+        True, description="Keep the PVC (the tenant's data) when the EchoDeployment is deleted."
+    )
+
+
+class Standalone(Section):
+    """The one pod of a standalone tenant (mode standalone): `echoctl serve` in embedded mode."""
+
+    image: str | None = Field(None, description="Full image reference; default images.standalone.")
+    resources: shapes.Resources | None = Field(
+        None, description="Default: 500m/1Gi, limit 3Gi (PostgreSQL, the embedder and the worker in one pod)."
+    )
+    worker_concurrency: int = Field(
+        2, ge=1, le=64, description="Jobs the in-process worker runs at once (it shares the pod's CPU)."
+    )
+    startup_timeout_seconds: int = Field(
+        300,
+        ge=30,
+        le=3600,
+        description="Time allowed to start (first initdb, migrations, loading the embedder) before the "
+        "pod restarts (s).",
+    )
+    storage: StandaloneStorage = Field(default_factory=StandaloneStorage, json_schema_extra={"default": {}})

@@ -16,12 +16,16 @@ from echo_operator import tenant as tenant_module
 from echo_operator.tenant import Tenant
 
 __all__ = [
+    "DATA_DIR",
+    "DATA_VOLUME",
     "ECHO_UID",
+    "config_volumes",
     "container_security",
     "deployment",
     "echo_env",
     "echo_volume_mounts",
     "echo_volumes",
+    "embedded_env",
     "env",
     "horizontal_pod_autoscaler",
     "pod_spec",
@@ -34,6 +38,7 @@ __all__ = [
 
 ECHO_UID = 10001
 DATA_DIR = "/var/lib/echo"
+DATA_VOLUME = "data"
 Manifest = dict[str, Any]
 
 
@@ -49,9 +54,16 @@ def container_security() -> Manifest:
 
 
 def pod_spec(
-    tenant: Tenant, containers: list[Manifest], volumes: list[Manifest], *, uid: int = ECHO_UID, **extra: Any
+    tenant: Tenant,
+    containers: list[Manifest],
+    volumes: list[Manifest],
+    *,
+    uid: int = ECHO_UID,
+    security: Manifest | None = None,
+    **extra: Any,
 ) -> Manifest:
-    """A pod spec with the secure defaults and a /tmp emptyDir added to every container."""
+    """A pod spec with the secure defaults and a /tmp emptyDir added to every container; `security`
+    adds to the pod's securityContext."""
     for container in containers:
         container["securityContext"] = container_security()
         mounts = container.setdefault("volumeMounts", [])
@@ -66,6 +78,7 @@ def pod_spec(
             "runAsGroup": uid,
             "fsGroup": uid,
             "seccompProfile": {"type": "RuntimeDefault"},
+            **(security or {}),
         },
         "containers": containers,
         "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}, *volumes],
@@ -99,23 +112,45 @@ def secret_env(name: str, secret: str, key: str) -> Manifest:
 def echo_env(tenant: Tenant) -> list[Manifest]:
     """The ECHO_* environment of echo-hooks and echo-distiller (DESIGN §3)."""
     spec = tenant.spec
+    assert spec.database is not None  # parse_spec requires it in mode distributed
     dsn = spec.database.dsn_secret_ref
-    out = [
-        env("ECHO_TENANT", tenant.tenant_id),
-        env("ECHO_DATA_DIR", DATA_DIR),
-        env("ECHO_LOG_LEVEL", spec.log_level),
-        env("ECHO_LOG_FORMAT", "json"),
+    backends = [
         secret_env("ECHO_DATABASE_URL", dsn.name, dsn.key),
         env("ECHO_QDRANT_URL", tenant.qdrant_url),
         env("ECHO_EMBEDDING_URL", tenant.embedding_url),
         env("ECHO_EMBEDDING_MODEL", spec.embedding.model),
         env("ECHO_EMBEDDING_DIMENSION", str(spec.embedding.dimension)),
+    ]
+    qdrant_key = spec.qdrant.api_key_secret_ref
+    keys = [secret_env("ECHO_QDRANT_API_KEY", *_ref(qdrant_key))] if qdrant_key else []
+    return [*_state_env(tenant), *backends, *_files_env(tenant), *keys, *_services_env(spec)]
+
+
+def embedded_env(tenant: Tenant) -> list[Manifest]:
+    """The ECHO_* environment of the standalone pod: no database, Qdrant or embedding URL, so
+    `echoctl serve` runs embedded, its state under ECHO_DATA_DIR (the pod's volume)."""
+    return [*_state_env(tenant), *_files_env(tenant), *_services_env(tenant.spec)]
+
+
+def _state_env(tenant: Tenant) -> list[Manifest]:
+    return [
+        env("ECHO_TENANT", tenant.tenant_id),
+        env("ECHO_DATA_DIR", DATA_DIR),
+        env("ECHO_LOG_LEVEL", tenant.spec.log_level),
+        env("ECHO_LOG_FORMAT", "json"),
+    ]
+
+
+def _files_env(tenant: Tenant) -> list[Manifest]:
+    return [
         env("ECHO_VALVES_FILE", f"{tenant_module.VALVES_DIR}/{tenant.valves_ref[1]}"),
         env("ECHO_MODEL_THRESHOLDS_FILE", f"{tenant_module.THRESHOLDS_DIR}/{tenant.thresholds_ref[1]}"),
     ]
-    if spec.qdrant.api_key_secret_ref:
-        out.append(secret_env("ECHO_QDRANT_API_KEY", *_ref(spec.qdrant.api_key_secret_ref)))
-    out += _llm_env(spec)
+
+
+def _services_env(spec: spec_module.EchoDeploymentSpec) -> list[Manifest]:
+    """The LLM and Open WebUI's files API."""
+    out = _llm_env(spec)
     if spec.openwebui and spec.openwebui.url:
         out.append(env("ECHO_OPENWEBUI_URL", spec.openwebui.url))
         if spec.openwebui.api_key_secret_ref:
@@ -146,8 +181,12 @@ def _llm_env(spec: spec_module.EchoDeploymentSpec) -> list[Manifest]:
 
 def echo_volumes(tenant: Tenant) -> list[Manifest]:
     """The data emptyDir and the two config ConfigMaps (mounted whole, so updates hot-reload)."""
+    return [{"name": DATA_VOLUME, "emptyDir": {"sizeLimit": "1Gi"}}, *config_volumes(tenant)]
+
+
+def config_volumes(tenant: Tenant) -> list[Manifest]:
+    """The valves and model-thresholds ConfigMaps."""
     return [
-        {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
         {"name": "valves", "configMap": {"name": tenant.valves_ref[0]}},
         {"name": "model-thresholds", "configMap": {"name": tenant.thresholds_ref[0]}},
     ]
@@ -155,7 +194,7 @@ def echo_volumes(tenant: Tenant) -> list[Manifest]:
 
 def echo_volume_mounts() -> list[Manifest]:
     return [
-        {"name": "data", "mountPath": DATA_DIR},
+        {"name": DATA_VOLUME, "mountPath": DATA_DIR},
         {"name": "valves", "mountPath": tenant_module.VALVES_DIR, "readOnly": True},
         {"name": "model-thresholds", "mountPath": tenant_module.THRESHOLDS_DIR, "readOnly": True},
     ]
@@ -196,11 +235,13 @@ def service(
     *,
     service_type: str = "ClusterIP",
     headless: bool = False,
+    pods_of: str | None = None,
 ) -> Manifest:
-    """The Service `<name>-<component>` in front of the component's pods; `headless` gives each
-    pod of a StatefulSet its own DNS name (`clusterIP: None`) instead of one virtual IP."""
+    """The Service `<name>-<component>` in front of the pods of `pods_of` (default the component);
+    `headless` gives each pod of a StatefulSet its own DNS name (`clusterIP: None`) instead of one
+    virtual IP."""
     spec: Manifest = {"clusterIP": "None"} if headless else {"type": service_type}
-    spec |= {"selector": tenant.selector(component), "ports": ports}
+    spec |= {"selector": tenant.selector(pods_of or component), "ports": ports}
     return {
         "apiVersion": "v1",
         "kind": "Service",

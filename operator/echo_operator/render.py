@@ -18,6 +18,7 @@ from echo_operator import (
     render_monitoring,
     render_network,
     render_qdrant,
+    render_standalone,
 )
 from echo_operator import spec as spec_module
 from echo_operator.tenant import Tenant
@@ -29,13 +30,19 @@ InvalidSpec = spec_module.InvalidSpec
 
 
 def render_tenant(tenant: Tenant, *, dashboards: Mapping[str, str] | None = None) -> list[Manifest]:
-    """The children of a parsed tenant."""
+    """The children of a parsed tenant: its workloads by mode, then what guards and watches them."""
+    if tenant.standalone:
+        workloads = render_standalone.render_standalone(tenant)
+    else:
+        workloads = [
+            *render_qdrant.render_qdrant(tenant),
+            *render_embedding.render_embedding(tenant),
+            *render_hooks.render_hooks(tenant),
+            *render_distiller.render_distiller(tenant),
+        ]
     return [
         *render_config.render_config(tenant),
-        *render_qdrant.render_qdrant(tenant),
-        *render_embedding.render_embedding(tenant),
-        *render_hooks.render_hooks(tenant),
-        *render_distiller.render_distiller(tenant),
+        *workloads,
         *render_network.render_network(tenant),
         *render_monitoring.render_monitoring(tenant, dashboards or {}),
     ]

@@ -1,4 +1,8 @@
-"""echo-hooks children: Deployment, Service (:9099), PodDisruptionBudget, optional CPU HPA. Pure."""
+"""echo-hooks children: Deployment, Service (:9099), PodDisruptionBudget, optional CPU HPA. Pure.
+
+The Service, the probes and the key env are shared with the standalone pod (`render_standalone`),
+so Open WebUI connects to either mode the same way.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from typing import Any
 from echo_operator import pods
 from echo_operator.tenant import HOOKS_PORT, Tenant
 
-__all__ = ["render_hooks"]
+__all__ = ["PRE_STOP_SECONDS", "key_env", "pre_stop", "probe", "render_hooks", "service"]
 
 Manifest = dict[str, Any]
 COMPONENT = "hooks"
@@ -15,24 +19,33 @@ PRE_STOP_SECONDS = 5
 DEFAULT_RESOURCES = {"requests": {"cpu": "500m", "memory": "384Mi"}, "limits": {"memory": "1Gi"}}
 
 
-def _probe(path: str, period: int, failures: int) -> Manifest:
+def probe(path: str, period: int, failures: int, *, timeout: int = 2) -> Manifest:
+    """An HTTP probe on the `http` port (:9099)."""
     return {
         "httpGet": {"path": path, "port": "http"},
         "periodSeconds": period,
-        "timeoutSeconds": 2,
+        "timeoutSeconds": timeout,
         "failureThreshold": failures,
     }
 
 
-def _admin_key_env(tenant: Tenant) -> list[Manifest]:
-    """ECHO_ADMIN_KEY, the memory-management API's key: the hooks serve that API, no other pod needs it."""
+def key_env(tenant: Tenant) -> list[Manifest]:
+    """ECHO_API_KEY (Open WebUI's) and ECHO_ADMIN_KEY, the memory-management API's key (the hooks
+    serve that API, no other pod needs it)."""
+    name, key = tenant.api_key_ref
+    out = [pods.secret_env("ECHO_API_KEY", name, key)]
     ref = tenant.spec.hooks.admin_key_secret_ref
-    return [] if ref is None else [pods.secret_env("ECHO_ADMIN_KEY", ref.name, ref.key)]
+    return out if ref is None else [*out, pods.secret_env("ECHO_ADMIN_KEY", ref.name, ref.key)]
+
+
+def pre_stop() -> Manifest:
+    """Kubernetes sends SIGTERM while the Service may still route to the pod for a few seconds;
+    waiting first lets the endpoint go, then uvicorn finishes the requests in flight."""
+    return {"preStop": {"exec": {"command": ["sleep", str(PRE_STOP_SECONDS)]}}}
 
 
 def _deployment(tenant: Tenant) -> Manifest:
     hooks = tenant.spec.hooks
-    name, key = tenant.api_key_ref
     container = {
         "name": COMPONENT,
         "image": tenant.image(hooks.image, "echo"),
@@ -45,15 +58,12 @@ def _deployment(tenant: Tenant) -> Manifest:
             pods.env("ECHO_PORT", str(HOOKS_PORT)),
             # the distiller pool runs the jobs; said explicitly so the hooks log it as intended
             pods.env("ECHO_INPROCESS_WORKER", "false"),
-            pods.secret_env("ECHO_API_KEY", name, key),
-            *_admin_key_env(tenant),
+            *key_env(tenant),
         ],
-        "startupProbe": _probe("/healthz", 2, 30),
-        "livenessProbe": _probe("/healthz", 10, 3),
-        "readinessProbe": _probe("/readyz", 5, 3),
-        # Kubernetes sends SIGTERM while the Service may still route to the pod for a few seconds;
-        # waiting first lets the endpoint go, then uvicorn finishes the requests in flight.
-        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRE_STOP_SECONDS)]}}},
+        "startupProbe": probe("/healthz", 2, 30),
+        "livenessProbe": probe("/healthz", 10, 3),
+        "readinessProbe": probe("/readyz", 5, 3),
+        "lifecycle": pre_stop(),
         "resources": pods.resources(hooks.resources, DEFAULT_RESOURCES),
         "volumeMounts": pods.echo_volume_mounts(),
     }
@@ -67,9 +77,15 @@ def _deployment(tenant: Tenant) -> Manifest:
     )
 
 
-def _service(tenant: Tenant) -> Manifest:
-    service_type = tenant.spec.hooks.service_type
-    return pods.service(tenant, COMPONENT, [pods.service_port("http", HOOKS_PORT)], service_type=service_type)
+def service(tenant: Tenant) -> Manifest:
+    """`<name>-hooks`, the Service Open WebUI connects to (the hooks pods, or the standalone one)."""
+    return pods.service(
+        tenant,
+        COMPONENT,
+        [pods.service_port("http", HOOKS_PORT)],
+        service_type=tenant.spec.hooks.service_type,
+        pods_of=tenant.serving_component,
+    )
 
 
 def _pdb(tenant: Tenant) -> Manifest:
@@ -98,7 +114,7 @@ def _hpa(tenant: Tenant) -> Manifest:
 
 def render_hooks(tenant: Tenant) -> list[Manifest]:
     hooks = tenant.spec.hooks
-    out = [_deployment(tenant), _service(tenant)]
+    out = [_deployment(tenant), service(tenant)]
     if hooks.pod_disruption_budget.enabled:
         out.append(_pdb(tenant))
     if hooks.autoscaling.enabled:

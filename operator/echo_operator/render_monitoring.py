@@ -70,7 +70,9 @@ def render_monitoring(tenant: Tenant, dashboards: Mapping[str, str]) -> list[Man
     spec = tenant.spec
     out: list[Manifest] = []
     if spec.monitoring.service_monitor:
+        # the standalone pod serves every metric (its in-process worker's too) behind the hooks Service
         out.append(_service_monitor(tenant, "hooks", "http"))
+    if spec.monitoring.service_monitor and not tenant.standalone:
         out.append(_service_monitor(tenant, "distiller", "metrics"))
         if not spec.embedding.external_url:
             out.append(_service_monitor(tenant, "embedding", "http"))

@@ -65,11 +65,11 @@ def render_network(tenant: Tenant) -> list[Manifest]:
         hooks_rule["from"] = peers
     out = [
         _policy(tenant, "tenant", own, [{"from": [{"podSelector": {"matchLabels": own}}]}]),
-        _policy(tenant, "hooks-ingress", tenant.selector("hooks"), [hooks_rule]),
+        _policy(tenant, "hooks-ingress", tenant.selector(tenant.serving_component), [hooks_rule]),
     ]
     monitoring = tenant.spec.monitoring
     if monitoring.service_monitor:
-        prometheus = {"kubernetes.io/metadata.name": monitoring.prometheus_namespace}
+        prometheus = {NAMESPACE_NAME: monitoring.prometheus_namespace}
         scrape = {
             "from": [{"namespaceSelector": {"matchLabels": prometheus}}],
             "ports": _tcp(HOOKS_PORT, WORKER_METRICS_PORT, EMBEDDING_PORT, QDRANT_HTTP_PORT),

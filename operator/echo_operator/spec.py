@@ -24,6 +24,7 @@ __all__ = [
     "EchoDeploymentSpec",
     "EchoDeploymentStatus",
     "InvalidSpec",
+    "Mode",
     "ModelThresholdsSource",
     "ValvesSource",
     "parse_spec",
@@ -34,8 +35,20 @@ NAME_RULE = Rule(
     "metadata.name must be a DNS-1035 label of at most 40 characters (it names the tenant and its children)",
 )
 _NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+Mode = Literal["distributed", "standalone"]
 ONE_VALVES_SOURCE = Rule(
     "!(has(self.inline) && has(self.configMapRef))", "set at most one of inline and configMapRef"
+)
+DATABASE_IN_DISTRIBUTED = Rule(
+    "self.mode == 'standalone' || has(self.database)",
+    "database is required in mode distributed (the default): the Secret of the services' PostgreSQL DSN",
+)
+STANDALONE_KEEPS_ITS_DATA = Rule(
+    "self.mode != 'standalone' || "
+    "(!has(self.database) && !has(self.qdrant.externalUrl) && !has(self.embedding.externalUrl))",
+    "a standalone tenant keeps its data in its own pod (embedded PostgreSQL, Qdrant local mode, the "
+    "packaged embedder): remove database, qdrant.externalUrl and embedding.externalUrl, or use mode "
+    "distributed",
 )
 
 
@@ -148,6 +161,20 @@ class ModelThresholdsSource(Section):
 class EchoDeploymentSpec(Section):
     """One tenant of ECHO: what the operator deploys and how."""
 
+    model_config = shapes.section_config(DATABASE_IN_DISTRIBUTED, STANDALONE_KEEPS_ITS_DATA)
+
+    mode: Mode = Field(
+        "distributed",
+        description="distributed: hooks, distillers, embedding and Qdrant as separate workloads on an "
+        "external PostgreSQL; standalone: one pod running `echoctl serve` in embedded mode (PostgreSQL, "
+        "Qdrant local mode, the packaged MiniLM embedder, the in-process worker) with its data on a "
+        "PersistentVolume. Switching moves no data.",
+    )
+    standalone: models.Standalone = Field(
+        default_factory=models.Standalone,
+        json_schema_extra={"default": {}},
+        description="The standalone pod (mode standalone only).",
+    )
     images: models.Images = Field(default_factory=models.Images, json_schema_extra={"default": {}})
     hooks: models.Hooks = Field(default_factory=models.Hooks, json_schema_extra={"default": {}})
     distiller: models.Distiller = Field(default_factory=models.Distiller, json_schema_extra={"default": {}})
@@ -156,7 +183,9 @@ class EchoDeploymentSpec(Section):
         default_factory=lambda: models.Qdrant(managed=models.ManagedQdrant()),
         json_schema_extra={"default": {"managed": {}}},
     )
-    database: connections.Database
+    database: connections.Database | None = Field(
+        None, description="The services' PostgreSQL (mode distributed: required; standalone: not allowed)."
+    )
     llm: connections.Llm
     valves: ValvesSource = Field(default_factory=ValvesSource, json_schema_extra={"default": {}})
     model_thresholds: ModelThresholdsSource = Field(
@@ -172,6 +201,14 @@ class EchoDeploymentSpec(Section):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Services' log level."
     )
+
+    @model_validator(mode="after")
+    def _modes(self) -> EchoDeploymentSpec:
+        standalone = self.mode == "standalone"
+        shapes.check(standalone or self.database is not None, DATABASE_IN_DISTRIBUTED)
+        external = self.qdrant.external_url or self.embedding.external_url
+        shapes.check(not standalone or (self.database is None and not external), STANDALONE_KEEPS_ITS_DATA)
+        return self
 
     @model_validator(mode="after")
     def _valves_load(self) -> EchoDeploymentSpec:

@@ -1,8 +1,10 @@
 """Status of an EchoDeployment from its children's real state. Pure (the clock is an argument).
 
-One condition per component (`HooksReady`, `DistillerReady`, `EmbeddingReady`, `QdrantReady`)
-and a summary `Ready`; a condition keeps its lastTransitionTime while its status is unchanged.
-An external embedding server or Qdrant counts as ready with reason `External`.
+One condition per component (`HooksReady`, `DistillerReady`, `EmbeddingReady`, `QdrantReady`;
+a standalone tenant has one, `StandaloneReady`) and a summary `Ready`; a condition keeps its
+lastTransitionTime while its status is unchanged, and the conditions of the other mode go when a
+tenant switches. An external embedding server or Qdrant counts as ready with reason `External`.
+The Ready message names the fields the tenant's mode ignores (`modes.ignored`).
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from echo_operator import modes
 from echo_operator.tenant import Tenant
 
 __all__ = [
     "BLOCKING_REASONS",
     "COMPONENT_CONDITIONS",
+    "STANDALONE_CONDITIONS",
     "Observation",
     "Workload",
     "build_status",
@@ -27,6 +31,7 @@ __all__ = [
 ]
 
 COMPONENT_CONDITIONS = ("HooksReady", "DistillerReady", "EmbeddingReady", "QdrantReady")
+STANDALONE_CONDITIONS = ("StandaloneReady",)
 BLOCKING_REASONS = frozenset({"InvalidSpec", "ChildRejected"})
 """Reasons of a Ready=False that only a change of the spec can clear."""
 
@@ -49,6 +54,8 @@ class Observation:
 def workloads(tenant: Tenant) -> dict[str, Workload | None]:
     """Condition type -> the Deployment/StatefulSet behind it, or None when external."""
     spec = tenant.spec
+    if tenant.standalone:
+        return {"StandaloneReady": Workload("StatefulSet", tenant.child("standalone"))}
     return {
         "HooksReady": Workload("Deployment", tenant.child("hooks")),
         "DistillerReady": Workload("Deployment", tenant.child("distiller")),
@@ -122,15 +129,17 @@ def build_status(
     """The status subresource: per-component conditions, the summary Ready, the hooks endpoint."""
     conditions = [
         _condition(kind, obs.ready, obs.reason, obs.message, generation, now)
-        for kind, obs in ((kind, observations[kind]) for kind in COMPONENT_CONDITIONS)
+        for kind, obs in ((kind, observations[kind]) for kind in workloads(tenant))
     ]
     waiting = [f"{c['type']} ({c['message']})" for c in conditions if c["status"] != "True"]
+    ignored = modes.ignored(tenant.spec)
+    note = f"; ignored in mode {tenant.spec.mode}: {', '.join(ignored)}" if ignored else ""
     if waiting:
-        ready = _condition(
-            "Ready", False, "ComponentsNotReady", "not ready: " + "; ".join(waiting), generation, now
-        )
+        message = "not ready: " + "; ".join(waiting) + note
+        ready = _condition("Ready", False, "ComponentsNotReady", message, generation, now)
     else:
-        ready = _condition("Ready", True, "AllComponentsReady", "every component is ready", generation, now)
+        message = "every component is ready" + note
+        ready = _condition("Ready", True, "AllComponentsReady", message, generation, now)
     return {
         "observedGeneration": generation,
         "hooksEndpoint": tenant.hooks_endpoint,

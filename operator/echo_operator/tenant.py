@@ -76,6 +76,16 @@ class Tenant:
     def metadata(self, name: str, component: str, **extra: Any) -> dict[str, Any]:
         return {"name": name, "namespace": self.namespace, "labels": self.labels(component), **extra}
 
+    @property
+    def standalone(self) -> bool:
+        """Mode standalone: one pod (`<name>-standalone-0`) instead of the distributed workloads."""
+        return self.spec.mode == "standalone"
+
+    @property
+    def serving_component(self) -> str:
+        """The component whose pods the hooks Service `<name>-hooks` routes to."""
+        return "standalone" if self.standalone else "hooks"
+
     def tenant_selector(self) -> dict[str, str]:
         """Selects every pod of this tenant."""
         return {INSTANCE: self.name, MANAGED_BY: OPERATOR}
@@ -116,7 +126,7 @@ class Tenant:
         return (ref.name, ref.key) if ref else (self.child("model-thresholds"), THRESHOLDS_KEY)
 
     def image(self, override: str | None, component: str) -> str:
-        """A component's image: its own override, else images.<echo|embedding|qdrant>."""
+        """A component's image: its own override, else images.<echo|embedding|qdrant|standalone>."""
         if override:
             return override
         image = getattr(self.spec.images, component)

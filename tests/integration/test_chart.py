@@ -217,15 +217,62 @@ def test_every_toggle_renders_its_objects() -> None:
     assert not _grafana_configmaps(defaults)
 
 
-def test_the_crd_ships_in_crds_and_matches_the_generated_one() -> None:
-    shipped = CHART / "crds" / "echo.dev_echodeployments.yaml"
-    assert shipped.is_file(), "run `make crds`: the chart installs the CRD from its crds/ folder"
-    generated = ROOT / "crds" / "echo.dev_echodeployments.yaml"
-    assert yaml.safe_load(shipped.read_text()) == yaml.safe_load(generated.read_text())
-    crd = _one(_rendered(), "CustomResourceDefinition")
+def _crd(*extra: str) -> dict[str, Any]:
+    return _one(_rendered("defaults", *extra), "CustomResourceDefinition")
+
+
+def test_the_crd_is_a_template_that_helm_upgrades_and_uninstall_keeps() -> None:
+    """Helm installs crds/ once and never upgrades it: the CRD is a template of the release instead
+    (templates/crd.yaml), annotated to survive `helm uninstall`."""
+    assert not list((CHART / "crds").glob("*")), "the CRD is templates/crd.yaml, not crds/"
+    crd = _crd()
     assert crd["metadata"]["name"] == "echodeployments.echo.dev"
     assert crd["spec"]["names"]["kind"] == "EchoDeployment"
     assert "echo" in crd["spec"]["names"].get("shortNames", [])
+    assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+    assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    assert "annotations" not in _crd("--set", "crds.keep=false")["metadata"]
+    kinds = {doc["kind"] for doc in _rendered("defaults", "--set", "crds.enabled=false")}
+    assert "CustomResourceDefinition" not in kinds
+
+
+@pytest.mark.parametrize(
+    ("kube_version", "cel"), [("1.20.2", False), ("1.24.9", False), ("1.25.0", True), ("1.33.0", True)]
+)
+def test_the_crd_carries_its_cel_rules_only_where_the_server_knows_them(kube_version: str, cel: bool) -> None:
+    """A 1.20 API server refuses a whole CRD over `x-kubernetes-validations` (field not declared in
+    schema); the operator checks every rule itself, so older servers get the CRD without them."""
+    crd_module = pytest.importorskip("echo_operator.crd")
+    crd = _crd("--kube-version", kube_version)
+    assert ("x-kubernetes-validations" in json.dumps(crd)) is cel
+    assert crd["spec"] == crd_module.build_crd(cel=cel)["spec"]  # nothing lost through fromYaml/toYaml
+    generated = crd_module.build_crd(cel=cel)["metadata"]["labels"]
+    assert generated.items() <= crd["metadata"]["labels"].items()
+
+
+def test_the_chart_files_are_the_generated_crds() -> None:
+    crd_module = pytest.importorskip("echo_operator.crd")
+    for output in crd_module.OUTPUTS:
+        if output.path.parts[:2] == ("charts", "echo-operator"):
+            assert (ROOT / output.path).read_text() == crd_module.render_yaml(cel=output.cel), output.path
+
+
+@pytest.mark.parametrize("values_set", sorted(VALUES_SETS))
+def test_the_chart_installs_on_kubernetes_1_20(values_set: str) -> None:
+    """Chart.yaml's kubeVersion admits 1.20, and everything rendered for it is in an API 1.20 serves."""
+    served = {
+        "v1",
+        "apps/v1",
+        "rbac.authorization.k8s.io/v1",
+        "apiextensions.k8s.io/v1",
+        "monitoring.coreos.com/v1",  # with the Prometheus Operator
+    }
+    docs = _rendered(values_set, "--kube-version", "1.20.2")
+    assert {doc["apiVersion"] for doc in docs} <= served
+    assert yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"] == ">=1.20.0-0"
+    refused = _helm("template", RELEASE, ".", "--kube-version", "1.19.16", check=False)
+    assert refused.returncode != 0
+    assert "kubeVersion" in refused.stderr
 
 
 @pytest.mark.parametrize(
@@ -244,6 +291,8 @@ def test_the_crd_ships_in_crds_and_matches_the_generated_one() -> None:
         (["--set", "resources.limits.memory=lots"], "/resources/limits/memory"),
         (["--set", "prometheusAdapterRules.namespace=Not_A_Namespace"], "/prometheusAdapterRules/namespace"),
         (["--set", "prometheusAdapterRules.enable=true"], "enable"),
+        (["--set", "crds.enable=false"], "enable"),
+        (["--set", "crds.keep=maybe"], "/crds/keep"),
     ],
 )
 def test_the_values_schema_refuses_mistakes(values: list[str], message: str) -> None:
@@ -352,8 +401,6 @@ def test_pod_placement_and_extras_pass_through() -> None:
 
 def test_labels_follow_the_kubernetes_conventions() -> None:
     for doc in _rendered("all-on"):
-        if doc["kind"] == "CustomResourceDefinition":
-            continue
         labels = doc["metadata"]["labels"]
         assert labels["app.kubernetes.io/name"] == "echo-operator", doc["kind"]
         assert labels["app.kubernetes.io/instance"] == RELEASE
@@ -569,7 +616,9 @@ def test_notes_say_how_to_create_a_tenant_and_connect_open_webui() -> None:
     assert "wait --for=condition=Ready echodeployment/" in notes
     assert "-hooks" in notes
     assert ":9099" in notes
-    assert "kubectl apply --server-side -f crds/" in notes
+    assert "`helm upgrade` upgrades it" in notes
+    assert "helm.sh/resource-policy: keep" in notes
+    assert "echo-standalone.yaml" in notes
     assert "release" in notes  # the ServiceMonitor's labels are echoed back
 
 

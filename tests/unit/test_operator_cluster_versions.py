@@ -51,3 +51,21 @@ def test_pruning_looks_at_one_version_per_kind() -> None:
     assert len(kinds) == len(set(kinds))
     assert apply.served_version("policy/v1", {"policy/v1", "policy/v1beta1"}) == "policy/v1"
     assert apply.served_version("policy/v1", set()) is None
+
+
+def test_namespaces_selected_by_their_name_label_are_named_before_1_21() -> None:
+    """1.20 does not label namespaces with kubernetes.io/metadata.name: the handlers warn which ones a
+    NetworkPolicy selects that way (Open WebUI's, Prometheus')."""
+    from echo_operator import render
+
+    spec = {
+        "database": {"dsnSecretRef": {"name": "db"}},
+        "llm": {"provider": "offline"},
+        "networkPolicy": {"openwebui": {"namespace": "chat", "podLabels": {"app": "open-webui"}}},
+        "monitoring": {"serviceMonitor": True},
+    }
+    policies = [m for m in render.render("acme", "tenants", spec) if m["kind"] == "NetworkPolicy"]
+    named = {m["metadata"]["name"]: apply.unlabelled_namespaces(m, K8S_1_20) for m in policies}
+    assert named == {"acme-tenant": [], "acme-hooks-ingress": ["chat"], "acme-metrics": ["monitoring"]}
+    assert all(apply.unlabelled_namespaces(m, apply.Cluster(K8S_1_20.apis, 21)) == [] for m in policies)
+    assert apply.unlabelled_namespaces(manifest("v1", "ConfigMap"), K8S_1_20) == []

@@ -4,6 +4,7 @@ against its schema (jsonschema) and against the models that mirror its CEL rules
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -82,10 +83,26 @@ def example_specs() -> list[tuple[str, dict[str, Any]]]:
 # --- the file and the CRD itself ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", crd.DEFAULT_PATHS, ids=str)
-def test_crd_files_are_in_sync(path: Path) -> None:
-    assert (ROOT / path).is_file(), f"{path} is missing: run `make crds`"
-    assert (ROOT / path).read_text() == crd.render_yaml(), f"{path} is out of date: run `make crds`"
+@pytest.mark.parametrize("output", crd.OUTPUTS, ids=lambda output: str(output.path))
+def test_crd_files_are_in_sync(output: crd.Output) -> None:
+    path = ROOT / output.path
+    assert path.is_file(), f"{output.path} is missing: run `make crds`"
+    assert path.read_text() == crd.render_yaml(cel=output.cel), (
+        f"{output.path} is out of date: run `make crds`"
+    )
+
+
+def test_the_files_are_the_kubectl_crd_and_the_charts_two() -> None:
+    expected = (
+        Path("crds/echo.dev_echodeployments.yaml"),
+        Path("charts/echo-operator/files/echo.dev_echodeployments.yaml"),
+        Path("charts/echo-operator/files/echo.dev_echodeployments.without-cel.yaml"),
+    )
+    assert expected == crd.DEFAULT_PATHS
+    assert [output.cel for output in crd.OUTPUTS] == [True, True, False]
+    # A CRD in the chart's crds/ would be installed by Helm before templates/crd.yaml, which would then
+    # fail on an object it does not own.
+    assert not list((ROOT / "charts" / "echo-operator" / "crds").glob("*.yaml"))
 
 
 def test_crd_main_writes_then_checks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -96,10 +113,33 @@ def test_crd_main_writes_then_checks(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert crd.main(["--check", str(target)]) == 0
     assert yaml.safe_load(target.read_text()) == crd.build_crd()
     assert "wrote" in capsys.readouterr().err
+    assert crd.main(["--check", "--without-cel", str(target)]) == 1
+    assert crd.main(["--without-cel", str(target)]) == 0
+    assert yaml.safe_load(target.read_text()) == crd.build_crd(cel=False)
 
 
-def test_crd_is_a_valid_custom_resource_definition() -> None:
-    kubernetes_validate.validate(crd.build_crd(), "1.33", strict=True)
+def test_crd_main_refuses_a_charts_crds_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "Chart.yaml").write_text("apiVersion: v2\n")
+    target = tmp_path / "crds" / "crd.yaml"
+    assert crd.main([str(target)]) == 2
+    assert not target.exists()
+    assert "templates/crd.yaml" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cel", [True, False])
+def test_crd_is_a_valid_custom_resource_definition(cel: bool) -> None:
+    kubernetes_validate.validate(crd.build_crd(cel=cel), "1.33", strict=True)
+
+
+def test_the_crd_for_older_servers_is_the_same_without_its_cel_rules() -> None:
+    """An API server before 1.23 refuses a whole CRD that names x-kubernetes-validations."""
+    plain = crd.build_crd(cel=False)
+    assert "x-kubernetes-validations" not in json.dumps(plain)
+    full = crd.build_crd()
+    assert crd.without_cel(full) == plain
+    assert full["metadata"] == plain["metadata"]
+    assert cel_rules()  # the rules exist in the other one
+    assert crd.render_yaml(cel=False).startswith(crd.HEADER + crd.HEADER_WITHOUT_CEL)
 
 
 def test_crd_names_scope_status_and_columns() -> None:
@@ -148,7 +188,14 @@ def test_defaults_and_enums() -> None:
     assert props[".spec.qdrant"]["default"] == {"managed": {}}
     assert props[".spec.hooks"]["default"] == {}
     assert props[".status.conditions"]["x-kubernetes-list-type"] == "map"
-    assert set(props[".spec"]["required"]) == {"database", "llm"}
+    assert set(props[".spec"]["required"]) == {"llm"}  # database: a CEL rule, distributed mode only
+    assert props[".spec.mode"]["enum"] == ["distributed", "standalone"]
+    assert props[".spec.mode"]["default"] == "distributed"
+    assert props[".spec.standalone"]["default"] == {}
+    assert props[".spec.images.standalone"]["default"] == {
+        "repository": "ghcr.io/echo-k8s/echo-standalone",
+        "tag": "0.1.0",
+    }
 
 
 # --- sample custom resources ---------------------------------------------------------------------
@@ -209,6 +256,25 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             },
         },
     ),
+    ("standalone", {"mode": "standalone", "llm": {"provider": "offline"}}),
+    (
+        "standalone-all-set",
+        {
+            "mode": "standalone",
+            "llm": {"apiKeySecretRef": {"name": "g"}},
+            "images": {"standalone": {"repository": "registry.local/echo-standalone", "tag": "dev"}},
+            "standalone": {
+                "image": "registry.local/echo-standalone:other",
+                "workerConcurrency": 4,
+                "startupTimeoutSeconds": 600,
+                "resources": {"limits": {"memory": "4Gi"}},
+                "storage": {"size": "20Gi", "storageClassName": "fast", "retainOnDelete": False},
+            },
+            "hooks": {"apiKeySecretRef": {"name": "k"}, "serviceType": "NodePort"},
+            # ignored in standalone mode (the Ready message says so), not refused
+            "distiller": {"replicas": 3},
+        },
+    ),
     *example_specs(),
 ]
 
@@ -234,6 +300,14 @@ def _compression(**valves: Any) -> Callable[[dict[str, Any]], None]:
     return _set("valves", {"inline": {"echo_compression": valves}})
 
 
+def _standalone(**changes: Any) -> Callable[[dict[str, Any]], None]:
+    def change(spec: dict[str, Any]) -> None:
+        del spec["database"]
+        spec.update(mode="standalone", **changes)
+
+    return change
+
+
 # (case, change, fragment of the error, whether the structural schema already refuses it)
 INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, bool]] = [
     ("unknown-field", _set("hooks.colour", "blue"), "Extra inputs are not permitted", True),
@@ -241,7 +315,7 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, bool]] = [
     ("below-minimum", _set("distiller.concurrency", 0), "greater than or equal to 1", True),
     ("bad-enum", _set("llm.provider", "anthropic"), "'gemini', 'openai' or 'offline'", True),
     ("bad-url", _set("embedding.externalUrl", "embed:7997"), "should match pattern", True),
-    ("missing-database", lambda spec: spec.pop("database"), "Field required", True),
+    ("bad-mode", _set("mode", "embedded"), "'distributed' or 'standalone'", True),
     ("unknown-filter", _set("valves", {"inline": {"echo_magic": {}}}), "unknown filter id", True),
     (
         "threshold-entry-type",
@@ -250,6 +324,30 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, bool]] = [
         True,
     ),
     # CEL rules: the schema alone lets these through; the API server's CEL and the models refuse them.
+    (
+        "missing-database",
+        lambda spec: spec.pop("database"),
+        "database is required in mode distributed",
+        False,
+    ),
+    (
+        "standalone-with-database",
+        _set("mode", "standalone"),
+        "a standalone tenant keeps its data in its own pod",
+        False,
+    ),
+    (
+        "standalone-with-external-qdrant",
+        _standalone(qdrant={"externalUrl": "http://q:1"}),
+        "remove database, qdrant.externalUrl and embedding.externalUrl",
+        False,
+    ),
+    (
+        "standalone-with-external-embedding",
+        _standalone(embedding={"externalUrl": "http://e:1"}),
+        "a standalone tenant keeps its data in its own pod",
+        False,
+    ),
     (
         "qdrant-both",
         _set("qdrant", {"managed": {}, "externalUrl": "http://q:6333"}),

@@ -121,11 +121,52 @@ def test_every_child_is_labelled_namespaced_and_distinct() -> None:
     assert len({render.identity(m) for m in manifests}) == len(manifests)
 
 
-@pytest.mark.parametrize("example", ["echo-cpu.yaml", "echo-gpu.yaml"])
+@pytest.mark.parametrize("example", ["echo-cpu.yaml", "echo-gpu.yaml", "echo-standalone.yaml"])
 def test_examples_render_and_validate(example: str) -> None:
-    docs = list(yaml.safe_load_all((EXAMPLES / example).read_text()))
+    docs = [doc for doc in yaml.safe_load_all((EXAMPLES / example).read_text()) if doc]
     body = next(doc for doc in docs if doc["kind"] == "EchoDeployment")
     validate_all(render.render(body["metadata"]["name"], "examples", body["spec"]))
+    validate_all(doc for doc in docs if doc["kind"] != "EchoDeployment")  # what the example brings
+    for doc in docs:  # applied as is with `kubectl apply -n <namespace> -f`
+        assert "namespace" not in doc["metadata"] or example == "echo-gpu.yaml", doc["metadata"]
+
+
+def test_every_example_is_tested() -> None:
+    assert {path.name for path in EXAMPLES.glob("*.yaml")} == {
+        "echo-cpu.yaml",
+        "echo-gpu.yaml",
+        "echo-standalone.yaml",
+    }
+
+
+def test_the_cpu_example_brings_its_postgresql() -> None:
+    """docs/examples/echo-cpu.yaml is self-contained: its DSN points at the PostgreSQL it deploys, by a
+    namespace-relative name."""
+    docs = [doc for doc in yaml.safe_load_all((EXAMPLES / "echo-cpu.yaml").read_text()) if doc]
+    objects = {(doc["kind"], doc["metadata"]["name"]): doc for doc in docs}
+    tenant = objects["EchoDeployment", "echo-cpu"]
+    ref = tenant["spec"]["database"]["dsnSecretRef"]
+    dsn = objects["Secret", ref["name"]]["stringData"][ref.get("key", "dsn")]
+    credentials = objects["Secret", "postgres"]["stringData"]
+    user, password, database = (credentials[k] for k in ("POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB"))
+    assert dsn == f"postgresql://{user}:{password}@postgres:5432/{database}"
+    service = objects["Service", "postgres"]
+    deployment = objects["Deployment", "postgres"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert service["spec"]["ports"][0]["port"] == 5432
+    (postgres,) = pod["containers"]
+    assert postgres["image"] == "ghcr.io/echo-k8s/echo-postgres:0.1.0"
+    assert pod["securityContext"]["runAsUser"] == 999
+    assert postgres["securityContext"]["readOnlyRootFilesystem"] is True
+    assert postgres["securityContext"]["runAsNonRoot"] is True
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert postgres[probe]["exec"]["command"][0] == "pg_isready"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for mount in postgres["volumeMounts"]:  # every writable path is a volume: data, socket, /tmp
+        assert "emptyDir" in volumes[mount["name"]]
+    env = {item["name"]: item["value"] for item in postgres["env"]}
+    assert env["PGDATA"].startswith("/var/lib/postgresql/data/")  # a subdirectory initdb creates
 
 
 def test_invalid_spec_raises_with_every_problem() -> None:

@@ -115,6 +115,54 @@ def test_transition_time_kept_while_status_is_unchanged() -> None:
     assert second["Ready"]["lastTransitionTime"] == T1
 
 
+def standalone(**changes: Any) -> Tenant:
+    return Tenant(
+        "acme", "tenants", parse_spec("acme", {"mode": "standalone", "llm": BASE["llm"], **changes})
+    )
+
+
+def test_a_standalone_tenant_has_one_condition_beside_ready() -> None:
+    assert status.workloads(standalone()) == {
+        "StandaloneReady": status.Workload("StatefulSet", "acme-standalone")
+    }
+    ready = {"StandaloneReady": status.Observation(True, "Available", "1/1 replicas ready")}
+    body = status.build_status(standalone(), ready, generation=3, previous=None, now=T0)
+    found = conditions(body)
+    assert set(found) == {"Ready", "StandaloneReady"}  # no EmbeddingReady, QdrantReady… waiting forever
+    assert (found["Ready"]["status"], found["Ready"]["reason"]) == ("True", "AllComponentsReady")
+    assert found["Ready"]["message"] == "every component is ready"
+    assert body["hooksEndpoint"] == "http://acme-hooks.tenants.svc:9099"  # as in mode distributed
+    waiting = {"StandaloneReady": status.Observation(False, "Unavailable", "0/1 replicas ready")}
+    found = conditions(status.build_status(standalone(), waiting, generation=3, previous=None, now=T0))
+    assert found["Ready"]["message"] == "not ready: StandaloneReady (0/1 replicas ready)"
+
+
+def test_switching_modes_drops_the_other_modes_conditions() -> None:
+    distributed = status.build_status(tenant(), all_ready(), generation=1, previous=None, now=T0)
+    ready = {"StandaloneReady": status.Observation(True, "Available", "1/1 replicas ready")}
+    body = status.build_status(standalone(), ready, generation=2, previous=distributed["conditions"], now=T1)
+    assert set(conditions(body)) == {"Ready", "StandaloneReady"}
+    assert conditions(body)["Ready"]["lastTransitionTime"] == T0  # Ready stayed True
+    back = status.build_status(tenant(), all_ready(), generation=3, previous=body["conditions"], now=T1)
+    assert set(conditions(back)) == {"Ready", *status.COMPONENT_CONDITIONS}
+
+
+def test_the_ready_message_names_what_the_mode_ignores() -> None:
+    ignoring = standalone(hooks={"replicas": 3}, distiller={"concurrency": 4}, images={"pullPolicy": "Never"})
+    ready = {"StandaloneReady": status.Observation(True, "Available", "1/1 replicas ready")}
+    found = conditions(status.build_status(ignoring, ready, generation=1, previous=None, now=T0))
+    assert found["Ready"]["status"] == "True"
+    assert found["Ready"]["message"] == (
+        "every component is ready; ignored in mode standalone: spec.hooks.replicas, spec.distiller"
+    )
+    found = conditions(
+        status.build_status(
+            tenant(standalone={"workerConcurrency": 4}), all_ready(), generation=1, previous=None, now=T0
+        )
+    )
+    assert found["Ready"]["message"].endswith("; ignored in mode distributed: spec.standalone")
+
+
 def test_invalid_status_keeps_component_conditions() -> None:
     first = status.build_status(tenant(), all_ready(), generation=1, previous=None, now=T0)
     body = status.invalid_status(
@@ -196,15 +244,19 @@ def test_public_api() -> None:
     assert "render is pure" in (echo_operator.__doc__ or "")
     assert render.__all__ == ["InvalidSpec", "Manifest", "identity", "render", "render_tenant"]
     assert crd.__all__ == [
+        "CEL_MIN_MINOR",
         "DEFAULT_PATHS",
         "GROUP",
         "KIND",
+        "OUTPUTS",
         "PLURAL",
         "VERSION",
+        "Output",
         "build_crd",
         "main",
         "render_yaml",
         "structural",
+        "without_cel",
     ]
 
 
@@ -226,6 +278,7 @@ PURE_MODULES = (
     "models",
     "connections",
     "spec",
+    "modes",
     "tenant",
     "pods",
     "render",
@@ -234,6 +287,7 @@ PURE_MODULES = (
     "render_distiller",
     "render_embedding",
     "render_qdrant",
+    "render_standalone",
     "render_network",
     "render_monitoring",
     "status",

