@@ -145,5 +145,5 @@ cluster-down:
 cluster-kubeconfig:
 	@scripts/cluster.sh kubeconfig
 
-test-cluster: install tools images kube-apiserver
+test-cluster: install tools kube-apiserver images
 	scripts/test-cluster.sh

@@ -43,7 +43,8 @@ def eventually(what: str, probe: Callable[[], T | None], seconds: float, every: 
         if value is not None and value is not False:
             return value
         if time.monotonic() > deadline:
-            raise Timeout(f"{what}: not within {seconds:.0f} s (last error: {last_error})")
+            detail = getattr(last_error, "output", None) or getattr(last_error, "stderr", None) or ""
+            raise Timeout(f"{what}: not within {seconds:.0f} s (last error: {last_error} {detail})")
         time.sleep(every)
 
 
@@ -117,28 +118,31 @@ class Cluster:
         return base64.b64decode(data).decode()
 
     @contextlib.contextmanager
-    def port_forward(self, namespace: str, target: str, port: int) -> Iterator[str]:
-        """`kubectl port-forward` to a free local port; yields the base URL once it answers /healthz."""
-        process = subprocess.Popen(
-            [str(TOOLS / "kubectl"), "-n", namespace, "port-forward", target, f":{port}"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=self.env,
-        )
-        try:
+    def port_forward(self, namespace: str, target: str, port: int, seconds: float = 120) -> Iterator[str]:
+        """`kubectl port-forward` to a free local port; yields the base URL. Tried again until `seconds`
+        while the target has no running pod yet (a pod just replaced, a Service between two pods)."""
+
+        def start() -> tuple[subprocess.Popen[str], str]:
+            process = subprocess.Popen(
+                [str(TOOLS / "kubectl"), "-n", namespace, "port-forward", target, f":{port}"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=self.env,
+            )
             assert process.stdout is not None
             line = process.stdout.readline()
             match = re.search(r"127\.0\.0\.1:(\d+)", line)
-            assert match, f"port-forward {namespace}/{target}: {line.strip()}"
-            yield f"http://127.0.0.1:{match.group(1)}"
+            if match:
+                return process, f"http://127.0.0.1:{match.group(1)}"
+            stop(process)
+            raise subprocess.CalledProcessError(1, "kubectl port-forward", output=line.strip())
+
+        process, url = eventually(f"port-forward {namespace}/{target}", start, seconds, every=2)
+        try:
+            yield url
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
 
     def dump(self, name: str, namespaces: list[str]) -> Path:
         """Objects, events, descriptions and logs of `namespaces` into e2e/artifacts/<name>/."""
@@ -160,3 +164,12 @@ class Cluster:
                 log = folder / f"{namespace}-{pod.replace('/', '_')}.log"
                 log.write_text(result.stdout + result.stderr)
         return folder
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

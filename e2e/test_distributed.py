@@ -5,7 +5,7 @@ On the single-node tier no Qdrant image exists (no registry, no binary, no packa
 applies its Qdrant StatefulSet, and the operator must say so — `QdrantReady=False` with the kubelet's
 own reason, `Ready=False` — while the hooks answer every filter (memory fails open, counted). A long
 chat is summarised by the distiller pod (a `summary` job it ran against PostgreSQL), the summary
-injected on the next inlet. On kind, where Qdrant's image is loaded, the memory step runs too.
+injected on the next inlet. On kind, where Qdrant's image is loaded, a fact is also recalled in a later chat.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_every_component_runs_as_a_pod(distributed: Tenant) -> None:
             namespace, f"echodeployment/{distributed.name}", f"{component.capitalize()}Ready", "True", 600
         )
         assert condition["status"] == "True"
-    assert cluster.ready_pods(namespace, "app=postgres"), "the example's PostgreSQL is not Ready"
+    assert cluster.ready_pods(namespace, "app.kubernetes.io/name=postgres"), "the PostgreSQL is not Ready"
 
 
 @pytest.mark.skipif(PLATFORM != "node", reason="kind loads the Qdrant image: Qdrant runs there")
@@ -105,3 +105,8 @@ def test_a_long_chat_is_summarised_by_the_distiller_pod(distributed: Tenant, hoo
     assert re.search(r"\S", summarised.summary)
     created = distiller_metrics(distributed).total("echo_compression_summaries_total", outcome="created")
     assert created >= 1, "the summary was not written by the distiller pod"
+
+
+@pytest.mark.skipif(PLATFORM == "node", reason="no Qdrant image on the single-node tier: no vector store")
+def test_a_fact_is_recalled_in_a_later_chat(hooks: Hooks) -> None:
+    conversation.memory_across_chats(hooks, User.new("office-memory"), User.new("office-other"), within=300)

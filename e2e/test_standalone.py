@@ -66,6 +66,21 @@ def configured(standalone: Tenant, files: FakeFiles) -> Tenant:
         600,
         every=2,
     )
+    # The new settings are in the pod's environment: wait for the pod the StatefulSet rolled to them
+    # (Ready=True above may still be the old pod's), or a port-forward would reach a pod about to go.
+    statefulset = f"statefulset/{standalone.name}-standalone"
+
+    def rolled() -> bool:
+        status = cluster.get("-n", namespace, statefulset)["status"]
+        pods = cluster.ready_pods(namespace, selector(standalone))
+        return (
+            status.get("updateRevision") == status.get("currentRevision")
+            and status.get("readyReplicas") == 1
+            and len(pods) == 1
+            and pods[0]["metadata"]["labels"].get("controller-revision-hash") == status.get("updateRevision")
+        )
+
+    eventually("the standalone pod rolled to the patched spec", rolled, 600, every=2)
     return standalone
 
 

@@ -84,11 +84,25 @@ wait_for() {
   log "$what after $((SECONDS - started)) s"
 }
 
+# What the tier runs beside the cluster's own binaries (Debian's packages; CI's machine is new).
+ensure_packages() {
+  local missing=()
+  command -v dnsmasq >/dev/null || missing+=(dnsmasq-base)
+  command -v iptables >/dev/null || missing+=(iptables)
+  command -v conntrack >/dev/null || missing+=(conntrack)
+  command -v findmnt >/dev/null || missing+=(util-linux)
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  log "installing ${missing[*]} (apt-get)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 ||
+    { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
+}
+
 up() {
   if [[ -f "$STATE/kubeconfig" ]] && running kubelet; then
     log "already up"; echo "$STATE/kubeconfig"; return 0
   fi
   local t0=$SECONDS
+  ensure_packages
   # 1. The guard, before anything of the cluster starts, and proof that it holds.
   ECHO_POD_CIDR=$POD_CIDR ECHO_SERVICE_CIDR=$SERVICE_CIDR "$HERE/netguard.sh" install
   ECHO_POD_CIDR=$POD_CIDR ECHO_SERVICE_CIDR=$SERVICE_CIDR "$HERE/netguard.sh" probe >&2

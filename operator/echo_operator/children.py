@@ -148,6 +148,26 @@ STATUS_ATTEMPTS = 5
 (client-go's RetryOnConflict makes 5 too)."""
 
 
+async def restore(
+    kube: apply.Kube, namespace: str, name: str, *, dashboards: Mapping[str, str], logger: Any
+) -> bool:
+    """A child was deleted by hand: apply its EchoDeployment's children again now, not at the next drift
+    timer. Nothing when the EchoDeployment is gone or going, or its spec is invalid (its status says why)."""
+    owner = await kube.get(OWNER_API, OWNER_KIND, namespace, name)
+    if owner is None or (owner.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    try:
+        tenant = Tenant(name, namespace, spec_module.parse_spec(name, owner.get("spec") or {}))
+    except spec_module.InvalidSpec:
+        return False
+    try:
+        await sync(kube, tenant, owner, dashboards=dashboards, logger=logger)
+    except apply.ApiError as error:  # the namespace going away, the spec changing meanwhile: the timer's turn
+        logger.warning(f"could not restore the children of {namespace}/{name}: {error}")
+        return False
+    return True
+
+
 async def refresh_status(
     kube: apply.Kube, namespace: str, name: str, *, attempts: int = STATUS_ATTEMPTS
 ) -> bool:

@@ -110,13 +110,20 @@ async def delete(name: str, namespace: str, memo: kopf.Memo, logger: Any, **_: A
         logger.info(f"deleted {len(gone)} children")
 
 
-async def child_event(namespace: str, labels: Any, memo: kopf.Memo, **_: Any) -> None:
-    """A Deployment or StatefulSet of ours changed: refresh its EchoDeployment's conditions."""
+async def child_event(
+    namespace: str, labels: Any, memo: kopf.Memo, logger: Any, type: str | None = None, **_: Any
+) -> None:
+    """A Deployment or StatefulSet of ours changed: refresh its EchoDeployment's conditions; one deleted
+    by hand is applied again at once (the drift timer would take up to its interval)."""
     kube = memo.get("kube")
     if kube is None:
         return
+    name = labels[tenant_module.INSTANCE]
+    if type == "DELETED":
+        with metrics.observe("repair"):
+            await children.restore(kube, namespace, name, dashboards=memo.config.dashboards, logger=logger)
     with metrics.observe("status"):
-        await children.refresh_status(kube, namespace, labels[tenant_module.INSTANCE])
+        await children.refresh_status(kube, namespace, name)
 
 
 def build_registry(*, drift_seconds: float = 300.0) -> kopf.OperatorRegistry:
