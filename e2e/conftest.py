@@ -120,8 +120,9 @@ def apply_example(cluster: Cluster, example: str, namespace: str) -> Tenant:
 def delete_tenant(tenant: Tenant) -> None:
     """Delete the EchoDeployment (the operator lets go; its children are collected), then the namespace."""
     cluster = tenant.cluster
-    cluster.kubectl("-n", tenant.namespace, "delete", "echodeployment", tenant.name, "--timeout=120s")
-    cluster.kubectl("delete", "namespace", tenant.namespace, "--timeout=300s")
+    namespace = ["-n", tenant.namespace]
+    cluster.kubectl(*namespace, "delete", "echodeployment", tenant.name, "--ignore-not-found", "--timeout=120s")
+    cluster.kubectl("delete", "namespace", tenant.namespace, "--ignore-not-found", "--timeout=300s")
 
 
 @pytest.fixture(scope="session")

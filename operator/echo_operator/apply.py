@@ -61,11 +61,12 @@ PLURALS: dict[tuple[str, str], str] = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): "servicemonitors",
     ("keda.sh/v1alpha1", "ScaledObject"): "scaledobjects",
     ("echo.dev/v1alpha1", "EchoDeployment"): "echodeployments",
+    ("v1", "Pod"): "pods",  # read only: why a workload is not ready (status.pod_problem)
 }
 OLDER_APIS = {"policy/v1": "policy/v1beta1", "autoscaling/v2": "autoscaling/v2beta2"}
 """API -> what a server from before its GA serves instead (policy/v1: 1.21, autoscaling/v2: 1.23)."""
 CHILD_KINDS = tuple(
-    key for key in PLURALS if key[1] != "EchoDeployment" and key[0] not in OLDER_APIS.values()
+    key for key in PLURALS if key[1] not in ("EchoDeployment", "Pod") and key[0] not in OLDER_APIS.values()
 )
 """Every (apiVersion, kind) the operator renders, so every kind pruning looks at (then mapped by
 `served_version`)."""

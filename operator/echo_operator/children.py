@@ -139,7 +139,14 @@ async def observe_tenant(kube: apply.Kube, tenant: Tenant) -> dict[str, status.O
             if workload is None
             else await kube.get("apps/v1", workload.kind, tenant.namespace, workload.name)
         )
-        out[condition] = status.observe(workload, obj)
+        pods: list[dict[str, Any]] = []
+        observed = status.observe(workload, obj)
+        if obj is not None and not observed.ready and observed.reason == "Unavailable":
+            selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+            if selector:
+                pods = await kube.list("v1", "Pod", tenant.namespace, selector)
+                observed = status.observe(workload, obj, pods)
+        out[condition] = observed
     return out
 
 

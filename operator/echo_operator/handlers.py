@@ -126,6 +126,26 @@ async def child_event(
         await children.refresh_status(kube, namespace, name)
 
 
+def not_ready(status: Any, **_: Any) -> bool:
+    """A tenant whose Ready is not True: its pods may change (an image pull failing, a crash loop)
+    without any event on the Deployments and StatefulSets the operator watches."""
+    conditions = (status or {}).get("conditions") or []
+    return not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+async def refresh(name: str, namespace: str, memo: kopf.Memo, **_: Any) -> None:
+    """The status timer of a tenant not ready: its conditions again, with the kubelet's reasons."""
+    kube = memo.get("kube")
+    if kube is None:
+        return
+    with metrics.observe("status"):
+        await children.refresh_status(kube, namespace, name)
+
+
+STATUS_SECONDS = 20.0
+"""How often the conditions of a tenant that is not ready are read again from its children and pods."""
+
+
 def build_registry(*, drift_seconds: float = 300.0) -> kopf.OperatorRegistry:
     """A registry with every handler of the operator; `drift_seconds`: the drift timer's interval
     (`OperatorConfig.drift_seconds`)."""
@@ -144,6 +164,7 @@ def build_registry(*, drift_seconds: float = 300.0) -> kopf.OperatorRegistry:
         *resource, id="drift", interval=drift_seconds, idle=drift_seconds / 2, registry=registry
     )
     drift(repair)
+    kopf.timer(*resource, id="status", interval=STATUS_SECONDS, when=not_ready, registry=registry)(refresh)  # type: ignore[arg-type]
     owned: dict[str, Any] = {
         tenant_module.MANAGED_BY: tenant_module.OPERATOR,
         tenant_module.INSTANCE: kopf.PRESENT,

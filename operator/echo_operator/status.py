@@ -68,8 +68,33 @@ def workloads(tenant: Tenant) -> dict[str, Workload | None]:
     }
 
 
-def observe(workload: Workload | None, obj: Mapping[str, Any] | None) -> Observation:
-    """Readiness of one child from its status (readyReplicas vs replicas, rollout caught up)."""
+def pod_problem(pods: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """The kubelet's own reason why a pod is not running, and its message: a container waiting
+    (ErrImagePull, ImagePullBackOff, ErrImageNeverPull, CrashLoopBackOff, CreateContainerConfigError…),
+    the last termination of a restarting one (OOMKilled, Error), or a pod the scheduler cannot place."""
+    for pod in pods:
+        name = (pod.get("metadata") or {}).get("name", "?")
+        status = pod.get("status") or {}
+        containers = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+        for container in containers:
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") and waiting["reason"] not in ("ContainerCreating", "PodInitializing"):
+                last = ((container.get("lastState") or {}).get("terminated") or {}).get("reason")
+                detail = waiting.get("message") or (f"last ended: {last}" if last else "")
+                said = f"pod {name}: {waiting['reason']}"
+                return waiting["reason"], f"{said}: {detail}" if detail else said
+        for condition in status.get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                reason = condition.get("reason") or "Unschedulable"
+                return reason, f"pod {name}: {reason}: {condition.get('message', '')}".rstrip(": ")
+    return None
+
+
+def observe(
+    workload: Workload | None, obj: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]] = ()
+) -> Observation:
+    """Readiness of one child from its status (readyReplicas vs replicas, rollout caught up); when it is
+    not ready, the kubelet's reason from its pods (`pod_problem`) is the condition's reason."""
     if workload is None:
         return Observation(True, "External", "an external service is configured")
     if obj is None:
@@ -85,6 +110,9 @@ def observe(workload: Workload | None, obj: Mapping[str, Any] | None) -> Observa
         return Observation(True, "ScaledToZero", f"{workload.kind} {workload.name} has 0 replicas wanted")
     if ready >= desired:
         return Observation(True, "Available", f"{ready}/{desired} replicas ready")
+    problem = pod_problem(pods)
+    if problem is not None:
+        return Observation(False, problem[0], f"{ready}/{desired} replicas ready; {problem[1]}")
     return Observation(False, "Unavailable", f"{ready}/{desired} replicas ready")
 
 

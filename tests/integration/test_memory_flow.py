@@ -292,10 +292,14 @@ async def test_with_the_vector_store_down_the_turn_goes_on_without_memories(dsn:
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens once the socket closes
     async with memory_service(dsn, tmp_path, wait_ready=False, qdrant_url=dead, qdrant_path=None) as service:
         deadline = time.monotonic() + 60
-        while not (checks := (await service.http.get("/readyz")).json()["checks"])["embedder"]["ok"]:
-            assert time.monotonic() < deadline, checks  # the embedder loads; the vector store never answers
+        while not (ready := await service.http.get("/readyz")).json()["checks"]["embedder"]["ok"]:
+            assert time.monotonic() < deadline, ready.text  # the embedder loads; the vectors never answer
             await asyncio.sleep(0.2)
+        checks = ready.json()["checks"]
         assert checks["vectors"]["ok"] is False
+        # Still in the Service: every filter serves, memory fails open (unready, every replica would go).
+        assert ready.status_code == 200
+        assert ready.json()["status"] == "degraded"
         errors = sample("echo_memory_recalls_total", outcome="error")
         body = inlet_body("Which temples should we see in Kyoto?", "c3", "lou")
         started = time.monotonic()

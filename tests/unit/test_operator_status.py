@@ -329,3 +329,45 @@ def test_render_side_does_no_io(module: str) -> None:
             imported |= {f"{node.module}.{alias.name}" for alias in node.names}
     bad = {name for name in imported for banned in IMPURE if name == banned or name.startswith(banned + ".")}
     assert not bad, f"{module} imports {sorted(bad)}"
+
+
+def test_a_workload_not_ready_takes_the_kubelets_reason_from_its_pods() -> None:
+    workload = status.Workload("StatefulSet", "t-qdrant")
+    obj = {"metadata": {"generation": 1}, "spec": {"replicas": 1}, "status": {"observedGeneration": 1}}
+    pod = {
+        "metadata": {"name": "t-qdrant-0"},
+        "status": {
+            "containerStatuses": [
+                {
+                    "state": {
+                        "waiting": {
+                            "reason": "ImagePullBackOff",
+                            "message": 'Back-off pulling image "qdrant"',
+                        }
+                    },
+                    "restartCount": 0,
+                }
+            ]
+        },
+    }
+    observed = status.observe(workload, obj, [pod])
+    assert observed == status.Observation(
+        False,
+        "ImagePullBackOff",
+        '0/1 replicas ready; pod t-qdrant-0: ImagePullBackOff: Back-off pulling image "qdrant"',
+    )
+    assert status.observe(workload, obj).reason == "Unavailable"  # no pods read: the counts only
+    creating = {
+        "metadata": {"name": "p"},
+        "status": {"containerStatuses": [{"state": {"waiting": {"reason": "ContainerCreating"}}}]},
+    }
+    assert status.pod_problem([creating]) is None  # on its way: no problem
+    unschedulable = {
+        "metadata": {"name": "p"},
+        "status": {
+            "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
+            ]
+        },
+    }
+    assert status.pod_problem([unschedulable]) == ("Unschedulable", "pod p: Unschedulable: 0/1 nodes")

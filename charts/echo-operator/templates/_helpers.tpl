@@ -122,6 +122,10 @@ StatefulSets). No update: nothing is replaced with PUT.
 - apiGroups: ["keda.sh"]
   resources: ["scaledobjects"]
   verbs: ["get", "list", "create", "patch", "delete"]
+# Read only: the pods of a workload that is not ready, for the kubelet's reason in its condition.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list"]
 # kopf posts handler progress and errors as events on the EchoDeployment.
 - apiGroups: [""]
   resources: ["events"]

@@ -28,6 +28,10 @@ class Readiness(BaseModel):
     )
 
 
+DEGRADING = ("config", "vectors")
+"""Checks whose failure leaves the replica ready but `degraded`: it still serves every filter."""
+
+
 def build_ops_router(config: live_config.LiveConfig) -> APIRouter:
     router = APIRouter()
 
@@ -38,14 +42,19 @@ def build_ops_router(config: live_config.LiveConfig) -> APIRouter:
     @router.get(
         "/readyz",
         responses={
-            200: {"model": Readiness, "description": "Ready (`ready`, or `degraded`: a bad reload)."},
+            200: {
+                "model": Readiness,
+                "description": "Ready (`ready`, or `degraded`: a bad reload, the vector store silent).",
+            },
             503: {"model": Readiness, "description": "Unready: a backend or a background task fails."},
         },
     )
     async def readyz(request: Request) -> JSONResponse:
         # A bad hot reload keeps serving the last good configuration: the replica stays ready
         # (taking every replica out of the Service would drop all enhancements) and says so here.
-        # A store, embedder or vector store that cannot answer makes it unready (503).
+        # So does a vector store that cannot answer: memory recall and file search fail open (counted)
+        # while every filter still serves; unready, every replica would leave the Service at once.
+        # A store or embedder that cannot answer makes it unready (503).
         status = config.status
         checks: dict[str, dict[str, Any]] = {
             "config": {
@@ -61,10 +70,11 @@ def build_ops_router(config: live_config.LiveConfig) -> APIRouter:
         backends = request.app.state.backends
         if backends is not None:
             checks.update(await backends.readiness())
-        unready = [name for name, check in checks.items() if name != "config" and not check["ok"]]
+        unready = [name for name, check in checks.items() if name not in DEGRADING and not check["ok"]]
         if unready:
             return JSONResponse({"status": "unready", "checks": checks}, status_code=503)
-        return JSONResponse({"status": "ready" if status.ok else "degraded", "checks": checks})
+        degraded = any(not checks[name]["ok"] for name in DEGRADING if name in checks)
+        return JSONResponse({"status": "degraded" if degraded else "ready", "checks": checks})
 
     @router.get(
         "/metrics",
