@@ -120,8 +120,8 @@ def apply_example(cluster: Cluster, example: str, namespace: str) -> Tenant:
 def delete_tenant(tenant: Tenant) -> None:
     """Delete the EchoDeployment (the operator lets go; its children are collected), then the namespace."""
     cluster = tenant.cluster
-    namespace = ["-n", tenant.namespace]
-    cluster.kubectl(*namespace, "delete", "echodeployment", tenant.name, "--ignore-not-found", "--timeout=120s")
+    gone = ["--ignore-not-found", "--timeout=120s"]
+    cluster.kubectl("-n", tenant.namespace, "delete", "echodeployment", tenant.name, *gone)
     cluster.kubectl("delete", "namespace", tenant.namespace, "--ignore-not-found", "--timeout=300s")
 
 

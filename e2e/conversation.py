@@ -250,12 +250,17 @@ class Hooks:
         except ValueError:
             return answer.status_code, {"text": answer.text[:500]}
 
-    def wait_ready(self, within: float = 180.0) -> dict[str, Any]:
-        """`/readyz` until 200 `ready` (503 while the embedder loads); its checks."""
+    def wait_ready(self, within: float = 180.0, *, degraded_by: Sequence[str] = ()) -> dict[str, Any]:
+        """`/readyz` until 200 `ready` (503 while the embedder loads); its checks. `degraded_by`: checks
+        whose failure is expected (a tenant without a vector store: `vectors`), so 200 `degraded` with
+        only those failing counts as ready."""
 
         def probe() -> dict[str, Any] | None:
             status, body = self.readyz()
             if status == 200 and body.get("status") == "ready":
+                return body
+            failing = {name for name, check in (body.get("checks") or {}).items() if not check.get("ok")}
+            if status == 200 and body.get("status") == "degraded" and failing <= set(degraded_by):
                 return body
             raise _fail(f"/readyz answered {status}", body)
 
@@ -731,12 +736,13 @@ class Service:
 EXPECTED_FILTERS = ("echo_context", "echo_compression", "echo_memory")
 
 
-def check_service(hooks: Hooks, *, within: float = 180.0) -> Service:
-    """Alive, ready, listing ECHO's filters in Open WebUI's order, and refusing a call without the key."""
+def check_service(hooks: Hooks, *, within: float = 180.0, degraded_by: Sequence[str] = ()) -> Service:
+    """Alive, ready (or degraded by `degraded_by` only), listing ECHO's filters in Open WebUI's order,
+    and refusing a call without the key."""
     health = hooks.public("/healthz")
     if health.status_code != 200:
         raise _fail(f"/healthz answered {health.status_code}", health.text)
-    ready = hooks.wait_ready(within)
+    ready = hooks.wait_ready(within, degraded_by=degraded_by)
     listed = hooks.http.get("/models").json()
     if listed.get("pipelines") is not True or listed.get("object") != "list":
         raise _fail("GET /models is not a Pipelines listing (pipelines: true, object: list)", listed)
