@@ -148,3 +148,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if KUBECONFIG and table.exists():
         terminalreporter.write_sep("-", "faults on the cluster")
         terminalreporter.write(table.read_text())
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    (ROOT / "e2e" / "artifacts" / "faults.md").unlink(missing_ok=True)  # this run's table only

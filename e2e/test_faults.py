@@ -23,6 +23,7 @@ HOOKS = "app.kubernetes.io/component=hooks"
 OPERATOR_SELECTOR = "app.kubernetes.io/name=echo-operator,app.kubernetes.io/component=operator"
 ROWS: list[tuple[str, str, str]] = []
 
+pytestmark = pytest.mark.timeout(900)
 node_only = pytest.mark.skipif(
     PLATFORM != "node", reason="kind's host cannot reach ClusterIPs or the kubelet"
 )
@@ -104,8 +105,16 @@ def test_the_operator_pod_deleted_mid_reconcile(distributed: Tenant) -> None:
         )
 
     eventually("the new operator pod converged the change", converged, 300)
-    new = cluster.ready_pods(OPERATOR_NAMESPACE, OPERATOR_SELECTOR)[0]["metadata"]["name"]
-    assert new != old
+    new = eventually(
+        "the new operator pod Ready",
+        lambda: [
+            p
+            for p in cluster.ready_pods(OPERATOR_NAMESPACE, OPERATOR_SELECTOR)
+            if p["metadata"]["name"] != old
+        ],
+        120,
+    )
+    assert new
     row("the operator pod deleted mid-reconcile", "the new pod converged (distiller replicas 1 -> 2)",
         f"{time.monotonic() - started:.0f} s")  # fmt: skip
     patch(distributed, {"distiller": {"replicas": 1}})
@@ -119,6 +128,8 @@ def test_a_child_deleted_by_hand_is_repaired(distributed: Tenant) -> None:
     cluster.kubectl("-n", namespace, "delete", "deployment", name, "--wait=true")
 
     def recreated() -> bool:
+        if not cluster.exists("-n", namespace, "deployment", name):
+            return False
         return cluster.get("-n", namespace, "deployment", name)["metadata"]["uid"] != uid
 
     # At once, by the operator's watch on its children (the drift timer of the chart is 5 minutes).
@@ -239,14 +250,17 @@ def test_an_invalid_echodeployment_is_refused_whole(cluster: Cluster, operator: 
 
 
 def memory_peak(container_id: str) -> int | None:
-    """The container's peak memory (cgroup v1 max_usage_in_bytes, v2 memory.peak), from the host."""
-    short = container_id.split("//")[-1]
+    """The container's peak memory from the host: its own cgroup (dockershim's cgroupfs layout,
+    `memory/docker/<id>`), cgroup v1 max_usage_in_bytes or v2 memory.peak; None when not found."""
+    full = container_id.split("//")[-1]
+    if len(full) < 12:
+        return None
     for root, name in (
         (Path("/sys/fs/cgroup/memory"), "memory.max_usage_in_bytes"),
         (Path("/sys/fs/cgroup"), "memory.peak"),
     ):
-        for folder in root.glob(f"**/*{short}*"):
-            if (folder / name).exists():
+        for folder in (root / "docker" / full, *root.glob(f"**/docker-{full}.scope")):
+            if (folder / name).is_file():
                 return int((folder / name).read_text())
     return None
 

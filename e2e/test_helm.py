@@ -11,6 +11,7 @@ import yaml
 from conftest import CHART, OPERATOR_NAMESPACE, RELEASE
 from kube import Cluster, eventually
 
+pytestmark = pytest.mark.timeout(600)
 OPERATOR_SELECTOR = "app.kubernetes.io/name=echo-operator,app.kubernetes.io/component=operator"
 CRD = "crd/echodeployments.echo.dev"
 

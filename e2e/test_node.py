@@ -7,8 +7,10 @@ only what kind provides (Services and DNS).
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import textwrap
+import time
 
 import pytest
 from conftest import PLATFORM, image
@@ -17,7 +19,9 @@ from kube import ROOT, Cluster, eventually
 NAMESPACES = ["echo-node-check"]
 NAMESPACE = NAMESPACES[0]
 UNUSED_CLUSTER_IP = "10.0.0.250"
+OUTSIDE_ADDRESS = "203.0.113.10"  # TEST-NET-3: documentation only, never routed
 
+pytestmark = pytest.mark.timeout(300)
 node_only = pytest.mark.skipif(PLATFORM != "node", reason="the guard belongs to the single-node tier")
 
 
@@ -132,3 +136,57 @@ spec:
     for name in ("web", f"web.{NAMESPACE}", f"web.{NAMESPACE}.svc.cluster.local"):
         assert outcome[name] == [service_ip, 200], outcome
     assert outcome["kubernetes.default.svc"][0] == "10.0.0.1", outcome
+
+
+@node_only
+def test_a_service_whose_endpoints_lie_outside_is_refused_here(cluster: Cluster) -> None:
+    """A Service backed by an Endpoints object naming an outside address (TEST-NET-3): kube-proxy rewrites
+    the ClusterIP to it, and the guard refuses the rewritten packet before it leaves — from the host
+    (OUTPUT) and from a pod (FORWARD)."""
+    cluster.apply(
+        f"""
+apiVersion: v1
+kind: Service
+metadata: {{name: outside}}
+spec:
+  ports: [{{port: 80, targetPort: 80}}]
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {{name: outside}}
+subsets: [{{addresses: [{{ip: {OUTSIDE_ADDRESS}}}], ports: [{{port: 80}}]}}]
+""",
+        NAMESPACE,
+    )
+    service_ip = cluster.get("-n", NAMESPACE, "service", "outside")["spec"]["clusterIP"]
+
+    def refused_from_the_host() -> str | None:
+        started = time.monotonic()
+        try:
+            socket.create_connection((service_ip, 80), timeout=3).close()
+        except ConnectionRefusedError:
+            return f"refused in {time.monotonic() - started:.3f} s"
+        except OSError:
+            return None  # kube-proxy has not written the rule yet (the guard rejects the bare ClusterIP too)
+        raise AssertionError("connected to an outside address")
+
+    before = guard_rejections()
+    eventually("the host refused locally", refused_from_the_host, 60)
+    assert guard_rejections() > before
+    outcome = run_in_pod(
+        cluster,
+        "outside-probe",
+        f"""
+        import json, socket, time
+        started = time.monotonic()
+        try:
+            socket.create_connection(("{service_ip}", 80), timeout=5).close()
+            outcome = "connected"
+        except ConnectionRefusedError:
+            outcome = "refused"
+        except OSError as error:
+            outcome = type(error).__name__
+        print(json.dumps({{"outcome": outcome, "seconds": time.monotonic() - started}}))
+        """,
+    )
+    assert outcome["outcome"] == "refused", outcome

@@ -33,6 +33,14 @@ install() {
   need_iptables
   iptables -w -N "$CHAIN" 2>/dev/null || iptables -w -F "$CHAIN"
   iptables -w -A "$CHAIN" -o lo -j RETURN
+  # A packet the host sends to a ClusterIP is rewritten by kube-proxy (nat OUTPUT) before this chain
+  # sees it, but OUTPUT's -o still names the interface of the first route (the default one): judge it
+  # by where it was rewritten to. To a pod or the node (the pod range) or loopback: it stays here;
+  # anywhere else (an Endpoints object naming an outside address): rejected.
+  local rewritten=(-m conntrack --ctstate DNAT --ctorigdst "$SERVICE_CIDR")
+  iptables -w -A "$CHAIN" "${rewritten[@]}" -d "$POD_CIDR" -j RETURN
+  iptables -w -A "$CHAIN" "${rewritten[@]}" -d 127.0.0.0/8 -j RETURN
+  iptables -w -A "$CHAIN" "${rewritten[@]}" -j REJECT
   iptables -w -A "$CHAIN" -o "$BRIDGE" -j RETURN
   iptables -w -A "$CHAIN" -d "$SERVICE_CIDR" -j REJECT
   iptables -w -A "$CHAIN" -d "$POD_CIDR" -j REJECT
