@@ -12,7 +12,9 @@ import contextlib
 import json
 import os
 import re
+import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,6 +33,10 @@ class Timeout(AssertionError):
     """A wait ran past its deadline."""
 
 
+class KubectlError(AssertionError):
+    """kubectl failed (a wait tries again until its deadline: the API server may be busy)."""
+
+
 def eventually(what: str, probe: Callable[[], T | None], seconds: float, every: float = 1.0) -> T:
     """Call `probe` until it returns something other than None/False; fail with `what` after `seconds`."""
     deadline = time.monotonic() + seconds
@@ -38,7 +44,7 @@ def eventually(what: str, probe: Callable[[], T | None], seconds: float, every: 
     while True:
         try:
             value = probe()
-        except (subprocess.CalledProcessError, httpx.HTTPError, KeyError, IndexError) as error:
+        except (subprocess.CalledProcessError, KubectlError, httpx.HTTPError, KeyError, IndexError) as error:
             value, last_error = None, error
         if value is not None and value is not False:
             return value
@@ -72,7 +78,7 @@ class Cluster:
         try:
             return self.run("kubectl", *args, stdin=stdin, check=check, timeout=timeout).stdout
         except subprocess.CalledProcessError as error:
-            raise AssertionError(f"kubectl {' '.join(args)}: {error.stderr.strip()}") from error
+            raise KubectlError(f"kubectl {' '.join(args)}: {error.stderr.strip()}") from error
 
     def helm(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         return self.run("helm", *args, check=False, timeout=timeout)
@@ -119,30 +125,43 @@ class Cluster:
 
     @contextlib.contextmanager
     def port_forward(self, namespace: str, target: str, port: int, seconds: float = 120) -> Iterator[str]:
-        """`kubectl port-forward` to a free local port; yields the base URL. Tried again until `seconds`
-        while the target has no running pod yet (a pod just replaced, a Service between two pods)."""
+        """`kubectl port-forward` on a free local port, kept up: when kubectl exits (its pod replaced,
+        a rolling update) it is started again on the same port, as a user's `while true` loop would.
+        Yields the base URL once a connection goes through."""
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            local = probe.getsockname()[1]
+        command = [str(TOOLS / "kubectl"), "-n", namespace, "port-forward", target, f"{local}:{port}"]
+        stopping = threading.Event()
+        current: list[subprocess.Popen[bytes]] = []
 
-        def start() -> tuple[subprocess.Popen[str], str]:
-            process = subprocess.Popen(
-                [str(TOOLS / "kubectl"), "-n", namespace, "port-forward", target, f":{port}"],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                env=self.env,
-            )
-            assert process.stdout is not None
-            line = process.stdout.readline()
-            match = re.search(r"127\.0\.0\.1:(\d+)", line)
-            if match:
-                return process, f"http://127.0.0.1:{match.group(1)}"
-            stop(process)
-            raise subprocess.CalledProcessError(1, "kubectl port-forward", output=line.strip())
+        def keep_up() -> None:
+            while not stopping.is_set():
+                process = subprocess.Popen(
+                    command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env
+                )
+                current[:] = [process]
+                while process.poll() is None and not stopping.is_set():
+                    time.sleep(0.2)
+                stop(process)
+                stopping.wait(1)
 
-        process, url = eventually(f"port-forward {namespace}/{target}", start, seconds, every=2)
+        keeper = threading.Thread(target=keep_up, name=f"port-forward-{target}", daemon=True)
+        keeper.start()
+
+        def connects() -> bool:
+            with socket.socket() as client:
+                client.settimeout(2)
+                return client.connect_ex(("127.0.0.1", local)) == 0
+
         try:
-            yield url
+            eventually(f"port-forward {namespace}/{target}", connects, seconds, every=0.5)
+            yield f"http://127.0.0.1:{local}"
         finally:
-            stop(process)
+            stopping.set()
+            keeper.join(timeout=15)
+            for process in current:
+                stop(process)
 
     def dump(self, name: str, namespaces: list[str]) -> Path:
         """Objects, events, descriptions and logs of `namespaces` into e2e/artifacts/<name>/."""
@@ -166,7 +185,7 @@ class Cluster:
         return folder
 
 
-def stop(process: subprocess.Popen[str]) -> None:
+def stop(process: subprocess.Popen[bytes]) -> None:
     process.terminate()
     try:
         process.wait(timeout=10)
