@@ -1,8 +1,8 @@
-"""One chat through the hooks Service of the e2e tenant, as Open WebUI would drive it.
+"""One chat with the `echo.<model>` pipe through any running hooks service, as Open WebUI would drive it.
 
-Run by e2e/run.sh after the EchoDeployment is Ready, through a port-forward:
-E2E_HOOKS_URL (e.g. http://127.0.0.1:19099) and E2E_API_KEY (the tenant's generated bearer key).
-Skipped when they are unset, so a stray `pytest e2e/` outside the suite does nothing.
+Given by hand, for a service with a Gemini key (real or the fake): E2E_HOOKS_URL (e.g. a
+`kubectl port-forward` of a tenant's hooks Service, http://127.0.0.1:19099) and E2E_API_KEY (its bearer
+key). Skipped when they are unset: the cluster suite's tenants run the offline provider, without pipes.
 The LLM behind the pipe is the fake Gemini, which answers "echo: <last user text>": a Google key in
 the user's message comes back in the model's answer, and ECHO must mask it there (DESIGN section 7).
 The turns are `e2e/conversation.py`'s: bodies shaped as Open WebUI 0.12.4 sends them, every inlet

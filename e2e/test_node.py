@@ -43,6 +43,22 @@ def run_in_pod(cluster: Cluster, name: str, program: str, seconds: float = 90) -
     return json.loads(logs.strip().splitlines()[-1])
 
 
+def connect_program(address: str) -> str:
+    """A pod's program: connect to address:80 and print how it ended (refused, connected, an error)."""
+    return f"""
+import json, socket, time
+started = time.monotonic()
+try:
+    socket.create_connection(("{address}", 80), timeout=5).close()
+    outcome = "connected"
+except ConnectionRefusedError:
+    outcome = "refused"
+except OSError as error:
+    outcome = type(error).__name__
+print(json.dumps({{"outcome": outcome, "seconds": time.monotonic() - started}}))
+"""
+
+
 @pytest.fixture(scope="module", autouse=True)
 def namespace(cluster: Cluster) -> str:
     cluster.kubectl("create", "namespace", NAMESPACE)
@@ -69,18 +85,7 @@ def test_the_guard_rejects_an_unused_cluster_ip_from_a_pod(cluster: Cluster) -> 
     outcome = run_in_pod(
         cluster,
         "guard-probe",
-        f"""
-        import json, socket, time
-        started = time.monotonic()
-        try:
-            socket.create_connection(("{UNUSED_CLUSTER_IP}", 80), timeout=5).close()
-            outcome = "connected"
-        except ConnectionRefusedError:
-            outcome = "refused"
-        except OSError as error:
-            outcome = type(error).__name__
-        print(json.dumps({{"outcome": outcome, "seconds": time.monotonic() - started}}))
-        """,
+        connect_program(UNUSED_CLUSTER_IP),
     )
     assert outcome["outcome"] == "refused", outcome  # rejected here, not timed out somewhere outside
     assert outcome["seconds"] < 1, outcome
@@ -176,17 +181,6 @@ subsets: [{{addresses: [{{ip: {OUTSIDE_ADDRESS}}}], ports: [{{port: 80}}]}}]
     outcome = run_in_pod(
         cluster,
         "outside-probe",
-        f"""
-        import json, socket, time
-        started = time.monotonic()
-        try:
-            socket.create_connection(("{service_ip}", 80), timeout=5).close()
-            outcome = "connected"
-        except ConnectionRefusedError:
-            outcome = "refused"
-        except OSError as error:
-            outcome = type(error).__name__
-        print(json.dumps({{"outcome": outcome, "seconds": time.monotonic() - started}}))
-        """,
+        connect_program(service_ip),
     )
     assert outcome["outcome"] == "refused", outcome

@@ -160,13 +160,10 @@ async def restore(
 ) -> bool:
     """A child was deleted by hand: apply its EchoDeployment's children again now, not at the next drift
     timer. Nothing when the EchoDeployment is gone or going, or its spec is invalid (its status says why)."""
-    owner = await kube.get(OWNER_API, OWNER_KIND, namespace, name)
-    if owner is None or (owner.get("metadata") or {}).get("deletionTimestamp"):
+    live = await _live_tenant(kube, namespace, name)
+    if live is None:
         return False
-    try:
-        tenant = Tenant(name, namespace, spec_module.parse_spec(name, owner.get("spec") or {}))
-    except spec_module.InvalidSpec:
-        return False
+    owner, tenant = live
     try:
         await sync(kube, tenant, owner, dashboards=dashboards, logger=logger)
     except apply.ApiError as error:  # the namespace going away, the spec changing meanwhile: the timer's turn
@@ -194,14 +191,23 @@ async def refresh_status(
     return await _refresh_once(kube, namespace, name)
 
 
-async def _refresh_once(kube: apply.Kube, namespace: str, name: str) -> bool:
+async def _live_tenant(kube: apply.Kube, namespace: str, name: str) -> tuple[dict[str, Any], Tenant] | None:
+    """The EchoDeployment and its parsed tenant; None when it is gone or going, or its spec is invalid
+    (the reconcile handler has said why in its status)."""
     owner = await kube.get(OWNER_API, OWNER_KIND, namespace, name)
     if owner is None or (owner.get("metadata") or {}).get("deletionTimestamp"):
-        return False
+        return None
     try:
-        tenant = Tenant(name, namespace, spec_module.parse_spec(name, owner.get("spec") or {}))
+        return owner, Tenant(name, namespace, spec_module.parse_spec(name, owner.get("spec") or {}))
     except spec_module.InvalidSpec:
-        return False  # the reconcile handler has said why in the status
+        return None
+
+
+async def _refresh_once(kube: apply.Kube, namespace: str, name: str) -> bool:
+    live = await _live_tenant(kube, namespace, name)
+    if live is None:
+        return False
+    owner, tenant = live
     old: dict[str, Any] = owner.get("status") or {}
     previous = _conditions(old)
     new = status.build_status(
