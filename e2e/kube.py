@@ -38,7 +38,8 @@ class KubectlError(AssertionError):
 
 
 def eventually(what: str, probe: Callable[[], T | None], seconds: float, every: float = 1.0) -> T:
-    """Call `probe` until it returns something other than None/False; fail with `what` after `seconds`."""
+    """Call `probe` until it returns something true (not None, False or empty); fail with `what` after
+    `seconds`."""
     deadline = time.monotonic() + seconds
     last_error: Exception | None = None
     while True:
@@ -46,7 +47,7 @@ def eventually(what: str, probe: Callable[[], T | None], seconds: float, every: 
             value = probe()
         except (subprocess.CalledProcessError, KubectlError, httpx.HTTPError, KeyError, IndexError) as error:
             value, last_error = None, error
-        if value is not None and value is not False:
+        if value:  # None, False, an empty list: not yet
             return value
         if time.monotonic() > deadline:
             detail = getattr(last_error, "output", None) or getattr(last_error, "stderr", None) or ""
