@@ -29,7 +29,7 @@ RELEASE = "echo-operator"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Cluster-wide tests (tenants, faults) first, the chart's uninstall last."""
+    """The faults after the other tests, the chart's uninstall last."""
     if not KUBECONFIG:
         skip = pytest.mark.skip(
             reason="E2E_KUBECONFIG unset: make test-cluster (this node) or e2e/run.sh (kind)"
@@ -37,7 +37,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "test_conversation_local" not in item.nodeid and "test_chat.py" not in item.nodeid:
                 item.add_marker(skip)
-    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+    # The faults (a kubelet restart among them) after the other checks, the uninstall at the very end.
+    items.sort(key=lambda item: (item.get_closest_marker("last") is not None, "test_faults" in item.nodeid))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -25,7 +25,9 @@ def test_the_operator_runs_as_a_pod_under_the_charts_service_account(cluster: Cl
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     # The token the ServiceAccount admission plugin mounted is the one kopf uses: no 403 in its log.
-    logs = cluster.kubectl("-n", operator, "logs", pod["metadata"]["name"])
+    logs = eventually(
+        "the operator's log", lambda: cluster.kubectl("-n", operator, "logs", pod["metadata"]["name"]), 60
+    )
     assert "Forbidden" not in logs, logs[-2000:]
     assert cluster.condition(pod, "Ready")["status"] == "True"
 

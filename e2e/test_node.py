@@ -126,13 +126,20 @@ spec:
         cluster,
         "dns-probe",
         f"""
-        import json, socket, urllib.request
+        import json, socket, time, urllib.request
         names = ["web", "web.{NAMESPACE}", "web.{NAMESPACE}.svc.cluster.local", "kubernetes.default.svc"]
         seen = {{}}
         for name in names:
             address = socket.gethostbyname(name)
-            web = name.startswith("web")
-            status = urllib.request.urlopen(f"http://{{name}}/", timeout=5).status if web else 0
+            status = 0
+            for attempt in range(40):  # the endpoints and kube-proxy's rules follow the rollout by a moment
+                if not name.startswith("web"):
+                    break
+                try:
+                    status = urllib.request.urlopen(f"http://{{name}}/", timeout=5).status
+                    break
+                except OSError:
+                    time.sleep(0.5)
             seen[name] = [address, status]
         print(json.dumps(seen))
         """,

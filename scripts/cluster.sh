@@ -200,6 +200,8 @@ restart_kubelet() {
   stop_part kubelet
   export KUBECONFIG=$STATE/kubeconfig
   start_kubelet
+  # Ready may not even have flipped: wait for the kubelet's own server (logs, exec, port-forward).
+  wait_for "kubelet serving on 127.0.0.1:10250" 120 bash -c 'exec 3<>/dev/tcp/127.0.0.1/10250'
   wait_for "kubelet back, node Ready" 120 node_ready "$(node_name)"
   log "kubelet restarted in $((SECONDS - t0)) s"
 }
