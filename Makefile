@@ -39,7 +39,7 @@ format: install
 # The suite includes the chart tests (helm from `make tools`) and the Infinity contract test (`make infinity`).
 # Coverage of echo and echo_operator may only go up: raise COVERAGE_FLOOR with it (96.3% on 2026-12-01).
 COVERAGE_FLOOR ?= 95
-test: install tools infinity lint
+test: install tools infinity lint docs-site
 	$(BIN)/pytest --ignore=tests/kube --ignore=tests/processes --ignore=tests/cluster --durations=15 --cov=echo --cov=echo_operator --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
 
 # Whole echoctl processes (serve, worker, operator) started, raced and killed: a tier of its own, so
@@ -110,6 +110,12 @@ crds: install
 .PHONY: docs
 docs: install
 	$(BIN)/python -m echo.config.reference docs/configuration.md
+
+# The documentation site (mkdocs.yml, docs/), built strict: a broken link or anchor, or a page left out
+# of the nav, fails the build. Output in .site/ (ignored). NO_MKDOCS_2_WARNING quiets Material's banner.
+.PHONY: docs-site
+docs-site: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir .site
 
 # ECHO behind a real Open WebUI 0.12.4, offline (about 3 GB for its venv; not part of `make test`).
 .PHONY: openwebui-venv openwebui-live

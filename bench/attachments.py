@@ -37,18 +37,21 @@ import stores
 from fakes import documents
 from fakes.openwebui_files import BytesFiles
 
-from echo import bodies, tokens
-from echo.attachments import chunking, routing
+from echo.adapters.embeddings import factory as embeddings_factory
+from echo.adapters.embeddings import local
+from echo.adapters.llm import factory as llm_factory
+from echo.adapters.store import attachments, pool
+from echo.adapters.vectors import factory as vectors_factory
+from echo.capabilities import base
+from echo.capabilities.context import filter as context
+from echo.capabilities.context import map_reduce
+from echo.capabilities.context import search as context_search
 from echo.config import valves as valves_module
 from echo.config.settings import Settings
-from echo.embeddings import factory as embeddings_factory
-from echo.embeddings import local
-from echo.filters import base, context, context_search
-from echo.jobs import domain, map_reduce
-from echo.llm import factory as llm_factory
-from echo.store import attachments, pool
-from echo.vectors import base as vectors_base
-from echo.vectors import factory as vectors_factory
+from echo.domain import bodies, tokens
+from echo.domain import jobs as domain
+from echo.domain.attachments import chunking, routing
+from echo.ports import vectors as vectors_base
 
 GOAL_OVERHEAD = 0.20
 CHUNK_TOKENS, OVERLAP_TOKENS = 256, 32

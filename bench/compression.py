@@ -1,7 +1,7 @@
 """Context compression on LoCoMo beside plain truncation, then the hooks' latency on a long chat.
 
 Part 1, tokens and answer retention. The three LoCoMo conversations (`../shared/data/locomo/`) are
-replayed as chats through the filters by `echo.replay` (what `echoctl replay` runs: inlet, the
+replayed as chats through the filters by `echo.entrypoints.replay` (what `echoctl replay` runs: inlet, the
 recorded reply, outlet, the summary jobs on an in-process worker with the offline provider) with a
 small budget, once per `compression_style`. Then one question follows the whole conversation, and
 that final inlet's messages (the fenced summary included) are the context "sent at the end". A QA
@@ -44,13 +44,14 @@ from typing import Any
 import httpx
 import servers
 
-from echo import bodies
-from echo.compression import messages as msgs
+from echo.adapters.store import embedded, migrations, pool, testing
+from echo.capabilities import base
+from echo.config import tenancy
 from echo.config import valves as valves_module
 from echo.config.settings import Settings
-from echo.filters import base
-from echo.replay import driver, transcripts
-from echo.store import embedded, migrations, pool, tenancy, testing
+from echo.domain import bodies, transcripts
+from echo.domain.compression import messages as msgs
+from echo.entrypoints.replay import driver
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 LOCOMO = SHARED / "data" / "locomo"
@@ -351,7 +352,7 @@ def _servers(store: pool.Store, valves: valves_module.CompressionValves, workdir
             [
                 sys.executable,
                 "-m",
-                "echo.cli",
+                "echo.entrypoints.cli",
                 "serve",
                 "--port",
                 str(echo_port),
@@ -529,7 +530,7 @@ def main() -> int:
     if not LOCOMO.is_dir():
         print(f"skipped: the LoCoMo conversations are not at {LOCOMO}; nothing to measure.")
         return 0
-    from echo import logs
+    from echo.support import logs
 
     logs.configure_logging("ERROR", "console")  # the offline provider says so once per session
     asyncio.run(run(args))

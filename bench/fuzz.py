@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import stores
 from fakes import api_fuzz
 
-from echo import logs
+from echo.support import logs
 
 
 def table(runs: list[tuple[str, api_fuzz.FuzzReport]]) -> str:

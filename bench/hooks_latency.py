@@ -83,7 +83,16 @@ def main() -> int:
         [sys.executable, "-c", servers.FLOOR_APP.replace("{port}", str(floor_port))], floor_port, env
     )
     echo = servers.start(
-        [sys.executable, "-m", "echo.cli", "serve", "--port", str(echo_port), "--data-dir", str(data_dir)],
+        [
+            sys.executable,
+            "-m",
+            "echo.entrypoints.cli",
+            "serve",
+            "--port",
+            str(echo_port),
+            "--data-dir",
+            str(data_dir),
+        ],
         echo_port,
         {**env, "ECHO_API_KEY": KEY, "ECHO_LOG_LEVEL": "WARNING"},
     )

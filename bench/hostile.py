@@ -43,7 +43,8 @@ from typing import Any, TypeVar
 import asyncpg
 import servers
 
-from echo.store import tenancy, testing
+from echo.adapters.store import testing
+from echo.config import tenancy
 
 KEY = "hostile-bench-key"
 GOAL_MS = 50.0

@@ -22,9 +22,9 @@ import statistics
 import sys
 import time
 
-from echo import logs
-from echo.jobs import queue, retention
-from echo.store import pool, queries, testing
+from echo.adapters.store import pool, queries, testing
+from echo.queue import queue, retention
+from echo.support import logs
 
 # The `counts` query of migration 0002's era, kept here as the baseline.
 FULL_SCAN_COUNTS = """
@@ -97,7 +97,7 @@ async def run(args: argparse.Namespace) -> int:
     if reason:
         print(f"PostgreSQL at {dsn} is unreachable: {reason}", file=sys.stderr)
         return 2
-    new_counts = queries.load("echo.jobs", "queries.sql")["counts"].sql
+    new_counts = queries.load("echo.queue", "queries.sql")["counts"].sql
     async with testing.temporary_store(dsn, testing.unique_tenant("bench"), command_timeout=None) as store:
         seconds = await fill(store, args.finished, args.pending, args.running)
         total = await store.fetchval("SELECT count(*) FROM jobs")

@@ -56,11 +56,11 @@ import stores
 from fakes.gemini_server import FakeGemini
 from fakes.memory_llm import memory_answer
 
-from echo import logs
-from echo.jobs import queue
-from echo.store import pool, testing
-from echo.vectors import base as vectors_base
-from echo.vectors import qdrant
+from echo.adapters.store import pool, testing
+from echo.adapters.vectors import qdrant
+from echo.ports import vectors as vectors_base
+from echo.queue import queue
+from echo.support import logs
 from echo_operator import render_hooks
 
 KEY = "load-bench-key"
@@ -355,7 +355,7 @@ async def embed(texts: list[str], cluster: load_cluster.Cluster) -> list[list[fl
                 answer.raise_for_status()
                 vectors += [item["embedding"] for item in answer.json()["data"]]
             return vectors
-    from echo.embeddings import factory, local
+    from echo.adapters.embeddings import factory, local
 
     embedder = local.LocalEmbedder(factory.packaged_model_path())
     try:

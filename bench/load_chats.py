@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx
 
-from echo import chain
-from echo.filters import memory as memory_filter
+from echo.capabilities.memory import filter as memory_filter
+from echo.domain import chain
 
 __all__ = ["FILTERS", "Balancer", "Chat", "Recorder", "Sample", "run_chat"]
 

@@ -254,6 +254,6 @@ class Cluster:
 
 
 def _minilm() -> Path:
-    from echo.embeddings import factory
+    from echo.adapters.embeddings import factory
 
     return factory.packaged_model_path()

@@ -1,4 +1,4 @@
-"""Recall and false positives of secret masking (echo.masking) on the masking corpus, and its cost.
+"""Recall and false positives of secret masking (echo.domain.masking) on the masking corpus, and its cost.
 
 The corpus (``bench/masking_corpus/corpus.py``): synthetic secrets of every kind, written every way
 issue 18 found leaking, and negatives (the LoCoMo dialogues when ``../shared`` is there, the
@@ -12,7 +12,7 @@ Then the cost on clean text: ``mask_secrets`` on 100 KB of dialogue, and an outl
 
     .venv/bin/python bench/masking.py [--repeats 20] [--compare path/to/other/masking.py]
 
-``--compare`` times another implementation of ``echo.masking`` on the same clean texts (before/after).
+``--compare`` times another implementation of ``echo.domain.masking`` on the same clean texts (before/after).
 Exits 1 when the goal is missed.
 """
 
@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "masking_corpus"))
 
 from corpus import Negative, Positive, negatives, positives
 
-from echo import masking
-from echo.filters import masking as masking_filter
+from echo.capabilities.masking import filter as masking_filter
+from echo.domain import masking
 
 _B64_RUN = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
 

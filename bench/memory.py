@@ -46,20 +46,21 @@ from fakes.gemini_server import FakeGemini
 from fakes.live_server import LiveServer
 from fakes.memory_llm import memory_answer
 
-from echo import bodies, chain, tokens
-from echo.compression import messages as msgs
+from echo.adapters.embeddings import factory as embeddings_factory
+from echo.adapters.embeddings import local
+from echo.adapters.store import conversations, memories, pool
+from echo.adapters.vectors import qdrant
+from echo.capabilities import base, handlers
+from echo.capabilities.memory import backends as memory_backends
+from echo.capabilities.memory import distill
+from echo.capabilities.memory import filter as memory_filter
 from echo.config import valves as valves_module
 from echo.config.settings import Settings
-from echo.embeddings import factory as embeddings_factory
-from echo.embeddings import local
-from echo.filters import base
-from echo.filters import memory as memory_filter
-from echo.jobs import distill, kinds, memory_backends, queue, worker
-from echo.memory import cleaning
-from echo.replay import transcripts
-from echo.store import conversations, memories, pool
-from echo.vectors import base as vectors_base
-from echo.vectors import qdrant
+from echo.domain import bodies, chain, kinds, tokens, transcripts
+from echo.domain.compression import messages as msgs
+from echo.domain.memory import cleaning
+from echo.ports import vectors as vectors_base
+from echo.queue import queue, worker
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 LOCOMO = SHARED / "data" / "locomo"
@@ -89,7 +90,7 @@ def ctx(
 
 
 async def drain(store: pool.Store, runtime: Runtime, settings: Settings) -> None:
-    registry = kinds.builtin_registry(
+    registry = handlers.builtin_registry(
         settings, store, memory_backends=memory_backends.RuntimeBackends(runtime)
     )
     running = worker.Worker(

@@ -8,7 +8,8 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from echo.store import embedded, migrations, pool, tenancy
+from echo.adapters.store import embedded, migrations, pool
+from echo.config import tenancy
 
 __all__ = ["database", "tenant_store"]
 

@@ -26,11 +26,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from echo import shadow
-from echo.llm import openai_to_gemini
-from echo.shadow import points as points_module
-from echo.store import shadow as shadow_store
-from echo.store import testing
+from echo.adapters.store import shadow as shadow_store
+from echo.adapters.store import testing
+from echo.domain import openai_to_gemini, shadow
+from echo.domain.shadow import points as points_module
 
 USER = "bench-user"
 CHAT = "bench-chat"

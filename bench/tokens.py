@@ -1,4 +1,4 @@
-"""Accuracy and speed of echo.tokens' estimator against the exact o200k_base count, per script class.
+"""Accuracy and speed of echo.domain.tokens' estimator against the exact o200k_base count, per script class.
 
 Texts: English from the LoCoMo dialogues (one text per session) and the prompts in the Open WebUI
 0.12.4 fixtures; French from the seeds; Chinese and mixed Chinese/English from seed 002 (split by
@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from echo.tokens import estimate_tokens, exact_tokens
+from echo.domain.tokens import estimate_tokens, exact_tokens
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CLASSES = ("english", "french", "chinese", "code", "mixed")

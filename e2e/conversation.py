@@ -86,7 +86,7 @@ OTHER_MODEL = "e2e-offline-model"
 GOOGLE_LABEL = "[CLÉ API GOOGLE MASQUÉE PAR SÉCURITÉ]"
 SUMMARY_OPEN = "<echo_summary"
 MEMORIES_OPEN = "<echo_memories"
-PENDING_NOTE = "en cours de génération"  # the pending rag_ephemeral block (echo.attachments.blocks)
+PENDING_NOTE = "en cours de génération"  # the pending rag_ephemeral block (echo.domain.attachments.blocks)
 _SUMMARY_BLOCK = re.compile(
     r'\A\s*<echo_summary\b[^>]*\bcovers="(\d+)"[^>]*>(.*)</echo_summary\s*>\s*\Z', re.S
 )

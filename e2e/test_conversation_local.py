@@ -87,7 +87,10 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
         started = time.monotonic()
         with log.open("wb") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", "echo.cli", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT
+                [sys.executable, "-m", "echo.entrypoints.cli", "serve"],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         hooks = Hooks(f"http://127.0.0.1:{port}", API_KEY, ADMIN_KEY)
         running = Local(hooks, files, log, valves, process)

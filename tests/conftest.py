@@ -11,11 +11,11 @@ import structlog
 from fakes.live_server import LiveServer
 from fakes.shared_data import ADMIN_KEY, API_KEY
 
+from echo.adapters.store import testing as store_testing
+from echo.adapters.store.pool import Store
 from echo.config.settings import Settings
-from echo.hooks import create_app
-from echo.jobs.queue import JobQueue
-from echo.store import testing as store_testing
-from echo.store.pool import Store
+from echo.entrypoints.http import create_app
+from echo.queue.queue import JobQueue
 
 
 @pytest.fixture

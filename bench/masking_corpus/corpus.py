@@ -1,7 +1,7 @@
 """The masking corpus (issue 18, part 7): secrets written every way a model may leak them, and texts
 that hold none.
 
-Positives: a synthetic secret of every kind ``echo.masking`` knows, in its real format, written plainly
+Positives: a synthetic secret of every kind ``echo.domain.masking`` knows, in its real format, written plainly
 and every way the attack of issue 18 found leaking (zero-width characters inside, fullwidth letters,
 glued to a word, split by a blank, percent-, ``\\u``- or HTML-encoded, an AWS secret beside its name in
 YAML, Terraform, the ``aws configure`` prompt…, a private key with four dashes, in lower case, with a

@@ -10,7 +10,8 @@ adopt, prune, write status). Modules, from the inside out:
 - `tenant`, `pods`, `render_*`, `render`: pure manifest builders, one module per kind of child
   (`render_standalone`: the one pod of a standalone tenant);
 - `status`: pure conditions from the children's state;
-- `apply`, `children`: the Kubernetes I/O (server-side apply, prune, observe);
+- `kube`: the operator's one Kubernetes API client (every request it makes, errors as `ApiError`);
+- `apply`, `children`: children mapped onto the cluster's API versions, then applied, pruned, observed;
 - `handlers`, `settings`, `metrics`, `runner`: the kopf wiring and the process.
 """
 

@@ -1,4 +1,4 @@
-"""What the handlers do with a tenant's children: apply, prune, observe (through `apply.Kube`)."""
+"""What the handlers do with a tenant's children: apply, prune, observe (through `kube.Kube`)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import kopf
 from echo_operator import apply, metrics, render, render_config, status
 from echo_operator import spec as spec_module
 from echo_operator import tenant as tenant_module
+from echo_operator.kube import ApiError, Kube
 from echo_operator.tenant import Tenant
 
 __all__ = [
     "STATUS_ATTEMPTS",
-    "cluster_of",
     "ensure_api_key",
     "now",
     "observe_tenant",
@@ -34,12 +34,7 @@ def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-async def cluster_of(kube: apply.Kube) -> apply.Cluster:
-    """The add-on APIs and API versions this cluster serves, and its Kubernetes minor version."""
-    return apply.Cluster(await kube.served_apis() & apply.DISCOVERED_APIS, await kube.server_minor())
-
-
-async def ensure_api_key(kube: apply.Kube, tenant: Tenant, owner: Mapping[str, Any]) -> Identity:
+async def ensure_api_key(kube: Kube, tenant: Tenant, owner: Mapping[str, Any]) -> Identity:
     """Create the generated API key Secret once; an existing one is never rewritten."""
     name = tenant.generated_api_key_secret
     if await kube.get("v1", "Secret", tenant.namespace, name) is None:
@@ -47,7 +42,7 @@ async def ensure_api_key(kube: apply.Kube, tenant: Tenant, owner: Mapping[str, A
         kopf.adopt(secret, owner=owner)  # type: ignore[arg-type]
         try:
             await kube.create(secret)
-        except apply.ApiError as error:
+        except ApiError as error:
             if error.status != 409:
                 raise
     return ("v1", "Secret", name)
@@ -60,7 +55,7 @@ def _owned_by(obj: Mapping[str, Any], name: str) -> bool:
 
 
 async def prune(
-    kube: apply.Kube, namespace: str, name: str, keep: Iterable[Identity], apis: Iterable[str]
+    kube: Kube, namespace: str, name: str, keep: Iterable[Identity], apis: Iterable[str]
 ) -> list[Identity]:
     """Delete the labelled children of `name` that are not in `keep`; return what went."""
     keep, apis = set(keep), set(apis)
@@ -81,7 +76,7 @@ async def prune(
 
 
 async def sync(
-    kube: apply.Kube,
+    kube: Kube,
     tenant: Tenant,
     owner: Mapping[str, Any],
     *,
@@ -89,7 +84,7 @@ async def sync(
     logger: Any,
 ) -> list[Identity]:
     """Apply every child the spec wants (adopted by `owner`), prune the rest; return the pruned."""
-    cluster = await cluster_of(kube)
+    cluster = await apply.cluster_of(kube)
     manifests = []
     for manifest in render.render_tenant(tenant, dashboards=dashboards):
         what = f"{manifest['kind']} {manifest['metadata']['name']}"
@@ -116,7 +111,7 @@ async def sync(
     for manifest in manifests:
         try:
             await kube.apply(manifest)
-        except apply.ApiError as error:
+        except ApiError as error:
             if error.status not in (400, 422):
                 raise
             what = f"{manifest['kind']} {manifest['metadata']['name']}"
@@ -131,7 +126,7 @@ def _loses_pvc_deletion(rendered: Mapping[str, Any], adapted: Mapping[str, Any])
     return retention.get("whenDeleted") == "Delete" and field not in (adapted.get("spec") or {})
 
 
-async def observe_tenant(kube: apply.Kube, tenant: Tenant) -> dict[str, status.Observation]:
+async def observe_tenant(kube: Kube, tenant: Tenant) -> dict[str, status.Observation]:
     out = {}
     for condition, workload in status.workloads(tenant).items():
         obj = (
@@ -156,7 +151,7 @@ STATUS_ATTEMPTS = 5
 
 
 async def restore(
-    kube: apply.Kube, namespace: str, name: str, *, dashboards: Mapping[str, str], logger: Any
+    kube: Kube, namespace: str, name: str, *, dashboards: Mapping[str, str], logger: Any
 ) -> bool:
     """A child was deleted by hand: apply its EchoDeployment's children again now, not at the next drift
     timer. Nothing when the EchoDeployment is gone or going, or its spec is invalid (its status says why)."""
@@ -166,15 +161,13 @@ async def restore(
     owner, tenant = live
     try:
         await sync(kube, tenant, owner, dashboards=dashboards, logger=logger)
-    except apply.ApiError as error:  # the namespace going away, the spec changing meanwhile: the timer's turn
+    except ApiError as error:  # the namespace going away, the spec changing meanwhile: the timer's turn
         logger.warning(f"could not restore the children of {namespace}/{name}: {error}")
         return False
     return True
 
 
-async def refresh_status(
-    kube: apply.Kube, namespace: str, name: str, *, attempts: int = STATUS_ATTEMPTS
-) -> bool:
+async def refresh_status(kube: Kube, namespace: str, name: str, *, attempts: int = STATUS_ATTEMPTS) -> bool:
     """Recompute an EchoDeployment's status from its children; patch it if it changed.
 
     The patch carries the resourceVersion of the read it was computed from: a write from a stale
@@ -185,13 +178,13 @@ async def refresh_status(
     for _ in range(attempts - 1):
         try:
             return await _refresh_once(kube, namespace, name)
-        except apply.ApiError as error:
+        except ApiError as error:
             if error.status != 409:
                 raise
     return await _refresh_once(kube, namespace, name)
 
 
-async def _live_tenant(kube: apply.Kube, namespace: str, name: str) -> tuple[dict[str, Any], Tenant] | None:
+async def _live_tenant(kube: Kube, namespace: str, name: str) -> tuple[dict[str, Any], Tenant] | None:
     """The EchoDeployment and its parsed tenant; None when it is gone or going, or its spec is invalid
     (the reconcile handler has said why in its status)."""
     owner = await kube.get(OWNER_API, OWNER_KIND, namespace, name)
@@ -203,7 +196,7 @@ async def _live_tenant(kube: apply.Kube, namespace: str, name: str) -> tuple[dic
         return None
 
 
-async def _refresh_once(kube: apply.Kube, namespace: str, name: str) -> bool:
+async def _refresh_once(kube: Kube, namespace: str, name: str) -> bool:
     live = await _live_tenant(kube, namespace, name)
     if live is None:
         return False

@@ -2,7 +2,7 @@
 
 `build_registry()` returns a fresh kopf registry holding them (nothing registers at import), so
 the CLI and the tests each run their own. The memo carries `config` (settings.OperatorConfig,
-given by the caller) and `kube` (apply.Kube, connected in on.startup).
+given by the caller) and `kube` (kube.Kube, the operator's one API client, connected in on.startup).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from echo_operator import apply, children, crd, metrics, modes, status
 from echo_operator import settings as settings_module
 from echo_operator import spec as spec_module
 from echo_operator import tenant as tenant_module
+from echo_operator.kube import Kube
 from echo_operator.tenant import Tenant
 
 __all__ = ["build_registry"]
@@ -23,7 +24,7 @@ __all__ = ["build_registry"]
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: Any, **_: Any) -> None:
     config: settings_module.OperatorConfig = memo.config
     settings_module.configure(settings, config)
-    memo.kube = await apply.Kube.connect(config.kubeconfig, request_timeout=config.request_timeout)
+    memo.kube = await Kube.connect(config.kubeconfig, request_timeout=config.request_timeout)
     logger.info(f"echo-operator ready: finalizer {config.finalizer}, storage prefix {config.storage_prefix}")
 
 
@@ -69,7 +70,7 @@ async def reconcile(
         ignored = modes.ignored(tenant.spec)
         if ignored:  # a warning Event on the EchoDeployment; the Ready message says it too
             logger.warning(f"ignored in mode {tenant.spec.mode}: {', '.join(ignored)}")
-        kube: apply.Kube = memo.kube
+        kube: Kube = memo.kube
         try:
             pruned = await children.sync(kube, tenant, body, dashboards=memo.config.dashboards, logger=logger)
         except apply.ChildRejected as error:
@@ -105,8 +106,8 @@ async def repair(name: str, spec: Any, **kwargs: Any) -> None:
 async def delete(name: str, namespace: str, memo: kopf.Memo, logger: Any, **_: Any) -> None:
     """Delete every labelled child now (garbage collection would too, later); PVCs follow retainOnDelete."""
     with metrics.observe("delete"):
-        kube: apply.Kube = memo.kube
-        gone = await children.prune(kube, namespace, name, (), (await children.cluster_of(kube)).apis)
+        kube: Kube = memo.kube
+        gone = await children.prune(kube, namespace, name, (), (await apply.cluster_of(kube)).apis)
         logger.info(f"deleted {len(gone)} children")
 
 

@@ -10,6 +10,7 @@ import kopf
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, start_http_server
 
 from echo_operator import apply
+from echo_operator.kube import ApiError
 
 __all__ = ["ERRORS", "PRUNED", "RECONCILES", "RECONCILE_SECONDS", "REGISTRY", "observe", "serve"]
 
@@ -46,7 +47,7 @@ PRUNED = Counter(
 def _kind(error: BaseException) -> str:
     if isinstance(error, kopf.PermanentError):
         return "rejected" if isinstance(error.__cause__, apply.ChildRejected) else "invalid_spec"
-    if isinstance(error, apply.ApiError):
+    if isinstance(error, ApiError):
         return "api"
     return "other"
 

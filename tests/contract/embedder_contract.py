@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from echo.embeddings import Embedder, EmbeddingError
+from echo.adapters.embeddings import Embedder, EmbeddingError
 
 BATCH = 2
 TEXTS = [

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from echo.embeddings import FakeEmbedder
+from echo.adapters.embeddings import FakeEmbedder
 
 Step = Callable[[dict[str, Any]], Awaitable[Response | None]]
 

@@ -12,7 +12,7 @@ from contract.embedder_contract import BATCH, TEXTS, EmbedderContract
 from contract.embedding_server import StubEmbeddingServer
 from fakes.live_server import LiveServer
 
-from echo.embeddings import FakeEmbedder, HttpEmbedder, LocalEmbedder, packaged_model_path
+from echo.adapters.embeddings import FakeEmbedder, HttpEmbedder, LocalEmbedder, packaged_model_path
 
 
 class TestFakeEmbedder(EmbedderContract):
@@ -23,7 +23,7 @@ class TestFakeEmbedder(EmbedderContract):
         return FakeEmbedder(self.dimension, batch_size=BATCH)
 
     async def test_records_batches_and_can_be_told_to_fail(self, embedder: FakeEmbedder) -> None:
-        from echo.embeddings import EmbeddingError
+        from echo.adapters.embeddings import EmbeddingError
 
         await embedder.embed(TEXTS)
         assert [len(batch) for batch in embedder.calls] == [2, 2, 1]
@@ -80,9 +80,9 @@ class TestHttpEmbedderOnAStub(EmbedderContract):
 
 
 def test_the_public_api_is_pinned() -> None:
-    import echo.embeddings
+    import echo.adapters.embeddings
 
-    assert set(echo.embeddings.__all__) == {
+    assert set(echo.adapters.embeddings.__all__) == {
         "PACKAGED_MODEL_NAME",
         "Embedder",
         "EmbeddingError",
@@ -93,4 +93,4 @@ def test_the_public_api_is_pinned() -> None:
         "l2_normalise",
         "packaged_model_path",
     }
-    assert all(hasattr(echo.embeddings, name) for name in echo.embeddings.__all__)
+    assert all(hasattr(echo.adapters.embeddings, name) for name in echo.adapters.embeddings.__all__)

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from contract.embedder_contract import BATCH, TEXTS, EmbedderContract, cosine
 
-from echo.embeddings import HttpEmbedder, LocalEmbedder, packaged_model_path
+from echo.adapters.embeddings import HttpEmbedder, LocalEmbedder, packaged_model_path
 
 ROOT = Path(__file__).resolve().parents[2]
 INFINITY = Path(os.environ.get("INFINITY_VENV", ROOT / ".venv-infinity")) / "bin" / "infinity_emb"
@@ -106,7 +106,7 @@ class TestInfinity(EmbedderContract):
             assert a == pytest.approx(b, abs=1e-4)  # observed: identical (same weights, same torch)
 
     async def test_a_wrong_key_is_a_permanent_error(self, infinity_url: str) -> None:
-        from echo.embeddings import EmbeddingError
+        from echo.adapters.embeddings import EmbeddingError
 
         embedder = HttpEmbedder(infinity_url, api_key="wrong", max_attempts=3)
         with pytest.raises(EmbeddingError) as caught:

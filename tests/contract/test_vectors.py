@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from echo.vectors import (
+from echo.adapters.vectors import (
     DimensionMismatch,
     InMemoryVectorStore,
     Kind,
@@ -22,7 +22,7 @@ from echo.vectors import (
     VectorStoreError,
     collection_name,
 )
-from echo.vectors.qdrant_local import LocalQdrantClient
+from echo.adapters.vectors.qdrant_local import LocalQdrantClient
 
 DIM = 4
 OpenStore = Callable[..., VectorStore]
@@ -235,9 +235,9 @@ def test_points_validate_their_scope() -> None:
 
 
 def test_the_public_api_is_pinned() -> None:
-    import echo.vectors
+    import echo.adapters.vectors
 
-    assert set(echo.vectors.__all__) == {
+    assert set(echo.adapters.vectors.__all__) == {
         "DimensionMismatch",
         "Hit",
         "InMemoryVectorStore",
@@ -251,4 +251,4 @@ def test_the_public_api_is_pinned() -> None:
         "point_uuid",
         "vector_store_from_settings",
     }
-    assert all(hasattr(echo.vectors, name) for name in echo.vectors.__all__)
+    assert all(hasattr(echo.adapters.vectors, name) for name in echo.adapters.vectors.__all__)

@@ -13,11 +13,11 @@ import httpx
 from fakes.live_server import LiveServer
 from fakes.shared_data import API_KEY
 
+from echo.adapters.store.pool import Store
 from echo.config.settings import Settings
-from echo.hooks import create_app
-from echo.jobs.registry import Registry
-from echo.jobs.worker import Worker
-from echo.store.pool import Store
+from echo.entrypoints.http import create_app
+from echo.queue.registry import Registry
+from echo.queue.worker import Worker
 
 __all__ = ["StoreBackends", "exchange", "fence_of", "run_jobs", "serving", "store_backends"]
 

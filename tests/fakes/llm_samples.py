@@ -6,8 +6,8 @@ from typing import Any
 
 from fakes.metric_samples import sample
 
-from echo.llm.interface import LLMRequest
-from echo.llm.retries import RetryPolicy
+from echo.adapters.llm.retries import RetryPolicy
+from echo.ports.llm import LLMRequest
 
 __all__ = ["DISTILLATION_SCHEMA", "FAST_RETRIES", "request", "sample"]
 

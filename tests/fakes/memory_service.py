@@ -18,10 +18,12 @@ from fakes.hooks_service import outlet_body
 from fakes.live_server import LiveServer
 from fakes.shared_data import ADMIN_KEY, API_KEY
 
-from echo import runtime, supervision
+from echo.adapters.store import pool, testing
+from echo.config import tenancy
 from echo.config.settings import Settings
-from echo.hooks import create_app
-from echo.store import pool, tenancy, testing
+from echo.entrypoints import runtime
+from echo.entrypoints.http import create_app
+from echo.support import supervision
 
 __all__ = ["MemoryService", "memory_service", "outlet_body", "until"]
 

@@ -1,4 +1,4 @@
-"""Where the shared, read-only data lives (`../shared/`), and the constants tests share.
+"""Where the test data lives (`tests/fixtures/`, in the repository), and the constants tests share.
 
 Tests import these from here, not from `conftest`: with a conftest in a sub-folder (tests/kube),
 `import conftest` names whichever conftest pytest loaded last.
@@ -10,19 +10,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
+__all__ = ["ADMIN_KEY", "API_KEY", "FIXTURES", "LOCOMO", "SEEDS", "TEST_DATA", "load_fixture"]
 
-__all__ = ["ADMIN_KEY", "API_KEY", "FIXTURES", "SHARED", "load_fixture"]
-
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-FIXTURES = SHARED / "fixtures" / "owui-0.12.4"
+# Copies of what tests need from ../shared/ (see tests/fixtures/README.md), so a clean clone runs them all.
+TEST_DATA = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = TEST_DATA / "owui-0.12.4"  # what Open WebUI 0.12.4 really sent
+LOCOMO = TEST_DATA / "locomo"  # one LoCoMo conversation, whole
+SEEDS = TEST_DATA / "seeds"
 API_KEY = "test-key-0123456789"
 # The memory-management API's own key (ECHO_ADMIN_KEY): the hooks' key cannot list or forget users.
 ADMIN_KEY = "test-admin-key-9876543210"
 
 
 def load_fixture(name: str) -> dict[str, Any]:
-    """One captured Open WebUI request body; skips the test when ../shared/ is absent."""
-    if not FIXTURES.is_dir():
-        pytest.skip(f"Open WebUI fixtures not found at {FIXTURES} (../shared/ is absent)")
+    """One captured Open WebUI request (`path`, `headers`, `body`) from tests/fixtures/owui-0.12.4/."""
     return json.loads((FIXTURES / name).read_text())

@@ -13,7 +13,7 @@ from fastapi import HTTPException
 
 from echo.config import live
 from echo.config.settings import Settings
-from echo.hooks import create_app, wire
+from echo.entrypoints.http import create_app, wire
 
 TOOL_HEADERS = {"x-openwebui-user-id": "u1", "x-openwebui-chat-id": "c1"}
 

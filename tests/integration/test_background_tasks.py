@@ -14,10 +14,10 @@ from fakes.live_server import LiveServer
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
-from echo import supervision
 from echo.config.live import LiveConfig
 from echo.config.settings import Settings
-from echo.hooks import create_app
+from echo.entrypoints.http import create_app
+from echo.support import supervision
 
 SERVICES = Path(__file__).resolve().parents[2] / "services" / "echo"
 

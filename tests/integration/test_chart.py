@@ -594,7 +594,7 @@ def test_the_readme_documents_the_shipped_adapter_rule() -> None:
 @pytest.mark.parametrize("values_set", sorted(VALUES_SETS))
 def test_the_real_cli_accepts_the_operator_args(values_set: str) -> None:
     """`echoctl operator` parses exactly what the chart passes (no unknown flag, no bad value)."""
-    from echo import cli
+    from echo.entrypoints import cli
 
     _, container = _operator(values_set)
     command, *args = container["args"]

@@ -369,7 +369,7 @@ def test_the_wheelhouses_and_debs_stay_out_of_git() -> None:
 def test_the_images_install_what_the_package_declares() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    assert project["scripts"]["echoctl"] == "echo.cli:main"
+    assert project["scripts"]["echoctl"] == "echo.entrypoints.cli:main"
     operator = IMAGES[0].dockerfile.read_text()
     services = IMAGES[1].dockerfile.read_text()
     assert '".[operator]"' in operator
@@ -383,7 +383,7 @@ def test_the_images_install_what_the_package_declares() -> None:
 
 @pytest.mark.parametrize("image", IMAGES[:2], ids=lambda i: i.name)
 def test_the_default_command_is_one_echoctl_accepts(image: Image) -> None:
-    from echo import cli
+    from echo.entrypoints import cli
 
     runtime = _stages(parse(image.dockerfile))[-1]
     assert json.loads(next(i.value for i in runtime if i.keyword == "ENTRYPOINT")) == ["echoctl"]
@@ -539,7 +539,13 @@ def test_the_operator_image_has_every_dependency_the_operator_imports() -> None:
 
 def test_the_services_image_has_every_dependency_hooks_and_workers_import() -> None:
     """The echo image installs the core and the `services` extra (no torch: embeddings come over HTTP)."""
-    start = ["echo.cli", "echo.hooks.app", "echo.jobs.runner", "echo.embeddings.http", "echo.vectors"]
+    start = [
+        "echo.entrypoints.cli",
+        "echo.entrypoints.http.app",
+        "echo.entrypoints.worker",
+        "echo.adapters.embeddings.http",
+        "echo.adapters.vectors",
+    ]
     missing = _missing_dependencies(start, "services")
     assert not missing, (
         f"imported by echo-hooks/echo-distiller but not in the core or `services` extra: {missing}"

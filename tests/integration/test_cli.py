@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from echo import cli
+from echo.entrypoints import cli
 
 COMMANDS = ["serve", "worker", "operator", "migrate", "replay", "compact"]
 
@@ -60,7 +60,8 @@ def test_operator_needs_a_scope() -> None:
 
 
 def test_migrate_against_postgres() -> None:
-    from echo.store import tenancy, testing
+    from echo.adapters.store import testing
+    from echo.config import tenancy
 
     dsn = testing.test_dsn()
     reason = asyncio.run(testing.unreachable(dsn))

@@ -27,14 +27,16 @@ from fakes.live_server import LiveServer
 from fakes.metric_samples import sample
 from fakes.shared_data import ADMIN_KEY, API_KEY
 
-from echo import bodies, cli
+from echo.adapters.store import pool, testing
+from echo.adapters.store.pool import Store
+from echo.capabilities import base, handlers
+from echo.capabilities.compression import filter as compression
+from echo.config import tenancy
 from echo.config.settings import Settings
 from echo.config.valves import CompressionValves
-from echo.filters import base, compression
-from echo.hooks import create_app
-from echo.jobs import kinds
-from echo.store import pool, tenancy, testing
-from echo.store.pool import Store
+from echo.domain import bodies
+from echo.entrypoints import cli
+from echo.entrypoints.http import create_app
 
 USER = {"id": "u1", "name": "Ada", "email": "ada@example.org", "role": "user"}
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}  # compaction is the memory-management API's (ECHO_ADMIN_KEY)
@@ -145,7 +147,7 @@ async def test_a_chat_below_its_threshold_is_summarised_on_request_and_the_next_
     assert sample("echo_jobs_enqueued_total", kind="summary", result="existing") == existing + 2
     await http.post("/echo_compression/valves/update", json=VALVES)
 
-    await run_jobs(store, kinds.builtin_registry(offline, store))
+    await run_jobs(store, handlers.builtin_registry(offline, store))
     [job] = await jobs_of(store)
     assert job["state"] == "done"
     row = await store.fetchrow("SELECT covered_count, head_count, provider FROM summaries")
@@ -276,7 +278,7 @@ async def _record(dsn: str, tenant: str, messages: list[dict[str, Any]]) -> None
     """The real echo_compression outlet records the chat's branch in the tenant's schema."""
     store = await pool.Store.open(dsn, schema=tenancy.schema_for(tenant), max_size=2)
     try:
-        from echo.store import migrations
+        from echo.adapters.store import migrations
 
         await migrations.migrate(store)
         body = outlet_body(messages)

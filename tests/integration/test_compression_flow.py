@@ -23,14 +23,16 @@ from fakes.hooks_service import outlet_body, run_jobs
 from fakes.shared_data import API_KEY
 from prometheus_client import REGISTRY
 
-from echo.compression import messages as msgs
+from echo.adapters.llm import factory
+from echo.adapters.store import conversations
+from echo.adapters.store.pool import Store
+from echo.capabilities import handlers
+from echo.capabilities.compression import payloads, summary
 from echo.config.settings import Settings
-from echo.jobs import kinds, summary
-from echo.jobs.domain import KindPolicy, RetryPolicy
-from echo.jobs.registry import Registry
-from echo.llm import factory
-from echo.store import conversations
-from echo.store.pool import Store
+from echo.domain import kinds
+from echo.domain.compression import messages as msgs
+from echo.domain.jobs import KindPolicy, RetryPolicy
+from echo.queue.registry import Registry
 
 USER = {"id": "u1", "name": "Ada", "email": "ada@example.org", "role": "user"}
 VALVES = {
@@ -154,7 +156,7 @@ async def test_a_long_chat_is_summarised_in_the_background_and_the_next_inlet_us
     assert await store.fetchval("SELECT count(*) FROM messages WHERE user_id = 'u1'") == 24
 
     created = sample("echo_compression_summaries_total", outcome="created")
-    await run_jobs(store, kinds.builtin_registry(offline, store))
+    await run_jobs(store, handlers.builtin_registry(offline, store))
     [job] = await jobs_of(store)
     assert job["state"] == "done"
     assert sample("echo_compression_summaries_total", outcome="created") == created + 1
@@ -193,7 +195,7 @@ async def test_a_long_chat_is_summarised_in_the_background_and_the_next_inlet_us
 async def test_summaries_follow_the_branch_they_were_made_on(
     http: httpx.AsyncClient, store: Store, offline: Settings
 ) -> None:
-    registry = kinds.builtin_registry(offline, store)
+    registry = handlers.builtin_registry(offline, store)
     messages = conversation(12)
     await summarise(http, store, registry, messages)  # covers turns 1..19 (20 with the head)
     longer = conversation(24)
@@ -268,7 +270,7 @@ async def test_odd_message_lists_never_fail_a_hook_nor_a_job(
     messages = [{"id": f"m{i}", **message} for i, message in enumerate(ODD * 8)]
     body = outlet_body(messages)
     assert await hook(http, "outlet", body) == body
-    await run_jobs(store, kinds.builtin_registry(offline, store))
+    await run_jobs(store, handlers.builtin_registry(offline, store))
     assert [job["state"] for job in await jobs_of(store)] == ["done"]
     answer = await hook(http, "inlet", inlet_body(messages, "and now?"))
     assert answer["messages"][-1] == {"role": "user", "content": "and now?"}
@@ -283,7 +285,7 @@ async def test_odd_message_lists_never_fail_a_hook_nor_a_job(
 async def test_forgetting_a_user_deletes_their_summaries_and_messages_only(
     http: httpx.AsyncClient, store: Store, offline: Settings
 ) -> None:
-    registry = kinds.builtin_registry(offline, store)
+    registry = handlers.builtin_registry(offline, store)
     await summarise(http, store, registry, conversation(12))
     other = {**USER, "id": "u2"}
     await hook(http, "outlet", outlet_body(conversation(3)), other)
@@ -307,6 +309,7 @@ def gemini_registry(settings: Settings, store: Store, attempts: int) -> Registry
             max_attempts=attempts,
             default_model=settings.llm_model,
         ),
+        payload=payloads.SummaryPayload,
         policy=KindPolicy(max_attempts=attempts, retry=FAST),
     )
     return registry

@@ -32,19 +32,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from echo import bodies, chain
-from echo.compression import messages as msgs
+from echo.adapters.openwebui.client import OpenWebUI, OpenWebUIError
+from echo.adapters.store import conversations
+from echo.adapters.store.pool import Store
+from echo.capabilities import base, handlers
+from echo.capabilities.compression import filter as compression_filter
 from echo.config import valves
 from echo.config.settings import Settings
-from echo.filters import base
-from echo.filters import compression as compression_filter
-from echo.hooks import runner
-from echo.jobs import kinds
-from echo.jobs.registry import Registry
-from echo.jobs.worker import Worker
-from echo.openwebui.client import OpenWebUI, OpenWebUIError
-from echo.store import conversations
-from echo.store.pool import Store
+from echo.domain import bodies, chain
+from echo.domain.compression import messages as msgs
+from echo.entrypoints.http import runner
+from echo.queue.registry import Registry
+from echo.queue.worker import Worker
 
 USER = {"id": "u1", "name": "Ada", "email": "ada@example.org", "role": "user"}
 OTHER = {"id": "u2", "name": "Bob", "email": "bob@example.org", "role": "user"}
@@ -223,7 +222,7 @@ async def test_a_small_referenced_chat_goes_in_whole_and_leaves_files(
 async def test_a_large_referenced_chat_is_summarised_while_the_inlet_waits_and_the_summary_serves_later(
     offline: Settings, dsn: str, store: Store
 ) -> None:
-    registry = kinds.builtin_registry(offline, store)
+    registry = handlers.builtin_registry(offline, store)
     async with serving(offline, dsn, store.schema) as http:
         await hook(http, "outlet", outlet_body(conversation(48), "large"))
         assert await jobs_of(store) == []  # under its own threshold: no summary yet
@@ -265,7 +264,7 @@ async def test_when_the_wait_runs_out_the_transcript_is_cut_and_the_job_finishes
         assert msgs.message_tokens({"content": block}) <= 3000
         [job] = await jobs_of(store)
         assert job["state"] == "pending"  # it goes on without the inlet
-        await run_jobs(store, kinds.builtin_registry(offline, store))
+        await run_jobs(store, handlers.builtin_registry(offline, store))
         later, _ = await hook(http, "inlet", inlet_body("large"))
         assert mode_of(blocks(later)[0]) == "mixed"
         assert len(await jobs_of(store)) == 1
@@ -276,7 +275,7 @@ async def test_a_referenced_chat_with_its_own_partial_summary_goes_in_as_summary
 ) -> None:
     async with serving(offline, dsn, store.schema, compression_threshold_tokens=800) as http:
         await hook(http, "outlet", outlet_body(conversation(12), "chat-b"))  # over 800: its own job
-        await run_jobs(store, kinds.builtin_registry(offline, store))
+        await run_jobs(store, handlers.builtin_registry(offline, store))
         await store.execute("DELETE FROM jobs")
         await hook(http, "outlet", outlet_body(conversation(14), "chat-b"))  # two more exchanges
         await store.execute("DELETE FROM jobs")  # whatever the outlet planned: not run here
@@ -444,10 +443,7 @@ async def inlet_of(
 async def test_referenced_chats_come_from_openwebui_for_the_same_user_only(
     owui: Any, store: Store, offline: Settings
 ) -> None:
-    stored = FIXTURES / "tool_flow" / "stored_chat.json"
-    if not stored.is_file():
-        pytest.skip(f"{stored} is absent")
-    weather = json.loads(stored.read_text())
+    weather = json.loads((FIXTURES / "tool_flow" / "stored_chat.json").read_text())
     weather["user_id"] = "u1"
     owui.chats["weather"] = weather
     owui.chats["theirs"] = owui_chat("theirs", "u2", conversation(2)[1:])
@@ -496,7 +492,7 @@ async def test_a_large_chat_from_openwebui_is_summarised_by_hash_like_any_other(
         assert len(job["payload"]["invariants"]) == 96 - 1 - 4
         # The job reads the turns by hash: the inlet stored them as the outlet would.
         assert await store.fetchval("SELECT count(*) FROM messages WHERE user_id = 'u1'") == 91
-        await run_jobs(store, kinds.builtin_registry(offline, store))
+        await run_jobs(store, handlers.builtin_registry(offline, store))
         answer, _ = await inlet_of(flt, inlet_body("big"))
         [block] = blocks(answer)
         assert mode_of(block) == "mixed"

@@ -1,5 +1,6 @@
 """Summary jobs of one chat on a real PostgreSQL: serialised per chat, the later one building on the
-earlier, a superseded one skipped; several handlers (as several workers) share the store."""
+earlier, a superseded one skipped; several handlers (as several workers) share the store; a stored
+payload validated once before the handler runs, a malformed one dead at its first attempt."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ from typing import Any
 from fakes import hooks_service
 from fakes.metric_samples import sample
 
-from echo.compression import budgets
-from echo.compression import messages as msgs
-from echo.jobs import domain, summary
-from echo.llm import interface as llm
-from echo.store import conversations
-from echo.store.pool import Store
+from echo.adapters.store import conversations
+from echo.adapters.store.pool import Store
+from echo.capabilities.compression import payloads, summary
+from echo.domain import jobs as domain
+from echo.domain import kinds
+from echo.domain.compression import budgets
+from echo.domain.compression import messages as msgs
+from echo.ports import llm
+from echo.queue import execution, queue
+from echo.queue.registry import Registry
 
 USER = "u1"
 CHAT = "c1"
@@ -84,7 +89,7 @@ async def stored_chat(store: Store, exchanges: int) -> msgs.Turns:
 
 def job(turns: msgs.Turns, stop: int, job_id: int, chat_id: str | None = CHAT) -> domain.Job:
     """The summary job of turns 1..stop (turn 0 kept verbatim), folding no previous summary."""
-    spec = summary.SummaryJob(
+    spec = payloads.SummaryPayload(
         user_id=USER,
         head_count=1,
         start=1,
@@ -99,10 +104,12 @@ def job(turns: msgs.Turns, stop: int, job_id: int, chat_id: str | None = CHAT) -
     return domain.Job(id=job_id, kind="summary", payload=spec.to_payload(), attempts=1)
 
 
-def handler(store: Store, model: GatedLLM) -> summary.SummaryHandler:
-    return summary.SummaryHandler(
+def handler(store: Store, model: GatedLLM) -> Callable[[domain.Job], Awaitable[None]]:
+    """A summary handler as a worker runs it: the job's stored payload validated into its model first."""
+    run = summary.SummaryHandler(
         conversations.Conversations(store), lambda: model, max_attempts=3, default_model="m"
     )
+    return Registry().register(kinds.SUMMARY, run, payload=payloads.SummaryPayload).run
 
 
 async def waiting_for_the_chat_lock(store: Store) -> int:
@@ -273,3 +280,34 @@ async def test_the_lookup_finds_the_summary_covering_most_near_the_end_or_far_fr
     assert shorter is not None
     assert shorter.summary.covered_count == 10
     assert await store_of.best_summary("u2", hashes) is None
+
+
+async def test_a_stored_payload_is_validated_once_and_a_malformed_one_is_dead_at_its_first_attempt(
+    store: Store,
+) -> None:
+    turns = await stored_chat(store, 25)
+    model = GatedLLM()
+    model.release.set()
+    spec = Registry().register(
+        kinds.SUMMARY,
+        summary.SummaryHandler(
+            conversations.Conversations(store), lambda: model, max_attempts=3, default_model="m"
+        ),
+        payload=payloads.SummaryPayload,
+    )
+    jobs = queue.JobQueue(store)
+    stored = dict(job(turns, 40, 1).payload)
+    malformed = {**stored, "window": {"input_tokens": 0, "output_tokens": 300}}
+    good_id = await jobs.enqueue(kinds.SUMMARY, stored, idempotency_key="good")
+    bad_id = await jobs.enqueue(kinds.SUMMARY, malformed, idempotency_key="bad")
+    for _ in range(2):
+        claimed = await jobs.claim("w1", [kinds.SUMMARY], 30)
+        assert claimed is not None
+        assert await jobs.finish("w1", claimed.job, await execution.attempt(claimed.job, spec, 0.0))
+    good, bad = await jobs.get(good_id), await jobs.get(bad_id)
+    assert good is not None
+    assert bad is not None
+    assert (good.state, good.attempts) == (domain.JobState.DONE, 1)  # the JSON as PostgreSQL gives it back
+    assert (bad.state, bad.attempts) == (domain.JobState.DEAD, 1)  # never retried
+    assert bad.last_error == "PermanentJobError: malformed summary payload: window: positive token budgets"
+    assert len(model.requests) == 1  # the malformed job's handler never ran

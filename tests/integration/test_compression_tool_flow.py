@@ -1,5 +1,5 @@
 """Native tool calls through echo_compression, replayed from what Open WebUI 0.12.4 really sent
-(../shared/fixtures/owui-0.12.4/tool_flow: turn 1's outlet, turn 2's inlet and outlet).
+(tests/fixtures/owui-0.12.4/tool_flow: turn 1's outlet, turn 2's inlet and outlet).
 
 The outlet hashes the tool calls it unfolds from `output` items; the next inlet hashes the
 `tool_calls` and `tool` messages Open WebUI rebuilt from them (arguments re-serialised). Both sides
@@ -19,9 +19,9 @@ import pytest
 from fakes import hooks_service
 from fakes.shared_data import API_KEY, load_fixture
 
+from echo.adapters.store.pool import Store
+from echo.capabilities import handlers
 from echo.config.settings import Settings
-from echo.jobs import kinds
-from echo.store.pool import Store
 
 VALVES = {
     "compression_threshold_tokens": 10,  # the fixture chat is tiny: summarise it at once
@@ -72,7 +72,7 @@ async def test_the_summary_the_outlet_planned_matches_the_next_inlet_of_a_tool_c
     assert len(await head(store)) == 4  # user, assistant with its call, the tool result, the answer
     [payload] = await store.fetch("SELECT payload FROM jobs WHERE kind = 'summary'")
     assert len(payload["payload"]["invariants"]) == 3  # the call and its result stay together
-    await hooks_service.run_jobs(store, kinds.builtin_registry(offline, store))
+    await hooks_service.run_jobs(store, handlers.builtin_registry(offline, store))
 
     inlet = captured("005_inlet.json")
     sent = inlet["body"]["messages"]

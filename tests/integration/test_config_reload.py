@@ -15,8 +15,8 @@ from fakes.live_server import LiveServer
 
 from echo.config.live import LiveConfig
 from echo.config.settings import Settings
+from echo.entrypoints.http import create_app
 from echo.errors import ConfigError
-from echo.hooks import create_app
 
 
 def swap_text(path: Path, text: str) -> None:

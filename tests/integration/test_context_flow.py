@@ -21,7 +21,7 @@ from fakes.gemini_server import FakeGemini
 from fakes.memory_service import MemoryService, memory_service, until
 from fakes.openwebui_files import OWUI_FILES_KEY, FakeFiles, fake_files
 
-from echo import shadow
+from echo.domain import shadow
 
 pytestmark = pytest.mark.timeout(180)
 

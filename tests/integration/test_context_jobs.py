@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +15,20 @@ from fakes import documents
 from fakes.gemini_server import FakeGemini
 from fakes.openwebui_files import BytesFiles
 
-from echo.attachments import routing
+from echo.adapters.embeddings.fake import FakeEmbedder
+from echo.adapters.llm import factory
+from echo.adapters.store import attachments
+from echo.adapters.store.pool import Store
+from echo.adapters.vectors import factory as vectors_factory
+from echo.capabilities.context import map_reduce, payloads
 from echo.config.settings import Settings
-from echo.embeddings import base as embeddings_base
-from echo.embeddings.fake import FakeEmbedder
-from echo.jobs import domain, errors, map_reduce
-from echo.llm import factory
-from echo.store import attachments
-from echo.store.pool import Store
-from echo.vectors import base as vectors_base
-from echo.vectors import factory as vectors_factory
+from echo.domain import jobs as domain
+from echo.domain import kinds
+from echo.domain.attachments import routing
+from echo.ports import embeddings as embeddings_base
+from echo.ports import vectors as vectors_base
+from echo.queue import errors
+from echo.queue.registry import Registry
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -100,6 +104,11 @@ def handler(store: Store, settings: Settings, embedder: Any, vectors: Any) -> ma
     )
 
 
+def runs(handler: map_reduce.MapReduceHandler) -> Callable[[domain.Job], Awaitable[None]]:
+    """`handler` as a worker runs it: the job's stored payload validated into its model first."""
+    return Registry().register(kinds.MAP_REDUCE, handler, payload=payloads.MapReducePayload).run
+
+
 async def test_a_long_file_is_mapped_and_reduced_by_the_model(
     store: Store, vectors: Any, gemini: FakeGemini, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -116,7 +125,7 @@ async def test_a_long_file_is_mapped_and_reduced_by_the_model(
     source_id = await registered(store, text)
     run = handler(store, settings, FakeEmbedder(64), vectors)
     try:
-        await run(job(source_id))
+        await runs(run)(job(source_id))
     finally:
         await run.aclose()
     row = await attachments.Attachments(store).get("u1", source_id)
@@ -139,7 +148,7 @@ async def test_a_long_file_is_mapped_and_reduced_by_the_model(
 async def test_a_short_text_is_its_own_summary(store: Store, vectors: Any, tmp_path: Path) -> None:
     source_id = await registered(store, "Only a few words here, nothing to distil.")
     run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), FakeEmbedder(64), vectors)
-    await run(job(source_id))
+    await runs(run)(job(source_id))
     row = await attachments.Attachments(store).get("u1", source_id)
     assert row is not None
     assert (row.summary, row.summary_mode) == (
@@ -154,12 +163,12 @@ async def test_the_embedder_down_retries_and_the_last_attempt_marks_the_file_fai
     source_id = await registered(store, documents.long_text(5000))
     run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), DownEmbedder(64), vectors)
     with pytest.raises(errors.RetryLater, match="embedding"):
-        await run(job(source_id, attempts=1))
+        await runs(run)(job(source_id, attempts=1))
     row = await attachments.Attachments(store).get("u1", source_id)
     assert row is not None
     assert row.status == "pending"
     with pytest.raises(errors.RetryLater):
-        await run(job(source_id, attempts=3))
+        await runs(run)(job(source_id, attempts=3))
     row = await attachments.Attachments(store).get("u1", source_id)
     assert row is not None
     assert row.status == "failed"
@@ -170,7 +179,7 @@ async def test_vectors_not_ready_is_retried(store: Store, tmp_path: Path) -> Non
     source_id = await registered(store, documents.long_text(5000))
     run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), FakeEmbedder(64), None)
     with pytest.raises(errors.RetryLater, match="not ready"):
-        await run(job(source_id))
+        await runs(run)(job(source_id))
 
 
 async def test_a_file_without_text_nor_files_api_fails_for_good(
@@ -184,16 +193,16 @@ async def test_a_file_without_text_nor_files_api_fails_for_good(
         source_id, _ = await registry.register(connection, "u1", new, now=time.time(), retention_seconds=60)
     run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), FakeEmbedder(64), vectors)
     with pytest.raises(errors.PermanentJobError, match="files API"):
-        await run(job(source_id, file_id="f9"))
+        await runs(run)(job(source_id, file_id="f9"))
     assert (await registry.get("u1", source_id)).status == "failed"  # type: ignore[union-attr]
 
 
 async def test_a_forgotten_file_and_a_malformed_payload(store: Store, vectors: Any, tmp_path: Path) -> None:
     run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), FakeEmbedder(64), vectors)
-    await run(job("U_u1_C_c1_T_1"))  # no such row: nothing happens
+    await runs(run)(job("U_u1_C_c1_T_1"))  # no such row: nothing happens
     assert await vectors.count(vectors_base.Kind.EPHEMERAL, user_id="u1") == 0
-    with pytest.raises(errors.PermanentJobError, match="malformed"):
-        await run(job("s", chunk_tokens=10, overlap_tokens=10))
+    with pytest.raises(errors.PermanentJobError, match="map_reduce payload: overlap_tokens"):
+        await runs(run)(job("s", chunk_tokens=10, overlap_tokens=10))
 
 
 async def test_the_retention_sweep_deletes_expired_files_and_their_chunks(
@@ -202,8 +211,8 @@ async def test_the_retention_sweep_deletes_expired_files_and_their_chunks(
     run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), FakeEmbedder(64), vectors)
     old = await registered(store, documents.long_text(3000))
     kept = await registered(store, documents.long_text(3000, seed=3), chat="c2")
-    await run(job(old))
-    await run(job(kept))
+    await runs(run)(job(old))
+    await runs(run)(job(kept))
     await store.execute(
         "UPDATE attachments SET expires_at = now() - interval '1 second' WHERE source_id = $1", old
     )
@@ -241,7 +250,7 @@ async def test_an_image_is_transcribed_by_the_multimodal_model_then_indexed(
         max_attempts=3,
     )
     try:
-        await run(job(source_id, file_id="img1", filename="scan.png", mime_type="image/png"))
+        await runs(run)(job(source_id, file_id="img1", filename="scan.png", mime_type="image/png"))
     finally:
         await run.aclose()
     (asked,) = gemini.requests
@@ -270,7 +279,7 @@ async def test_offline_media_are_not_transcribed_and_the_file_says_why(
         max_attempts=3,
     )
     with pytest.raises(errors.PermanentJobError, match="offline provider reads no images"):
-        await run(job(source_id, file_id="img1", filename="scan.png", mime_type="image/png"))
+        await runs(run)(job(source_id, file_id="img1", filename="scan.png", mime_type="image/png"))
     row = await attachments.Attachments(store).get("u1", source_id)
     assert row is not None
     assert row.status == "failed"

@@ -43,14 +43,14 @@ from fakes.live_server import LiveServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from echo.config.settings import Settings
-from echo.hooks import create_app
+from echo.entrypoints.http import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMTOOL = ROOT / "tools" / "bin" / "promtool"
 # Modules whose import registers the metrics of the processes that do not serve echo-hooks' /metrics:
-# the distiller worker (its series live in echo.metrics, the default registry) and the operator (its
+# the distiller worker (its series live in echo.support.metrics, the default registry) and the operator (its
 # own registry, `echo_operator.metrics.REGISTRY`, served on :9090).
-METRIC_MODULES = ("echo.metrics", "echo_operator.metrics")
+METRIC_MODULES = ("echo.support.metrics", "echo_operator.metrics")
 
 
 def _check_syntax(expr: str) -> list[str]:

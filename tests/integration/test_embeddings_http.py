@@ -12,8 +12,8 @@ from contract.embedding_server import StubEmbeddingServer, answer, delay, raw, s
 from fakes.live_server import LiveServer
 from prometheus_client import REGISTRY
 
-from echo.embeddings import EmbeddingError, HttpEmbedder
-from echo.embeddings.http import parse_retry_after
+from echo.adapters.embeddings import EmbeddingError, HttpEmbedder
+from echo.adapters.embeddings.http import parse_retry_after
 
 MakeEmbedder = Callable[..., HttpEmbedder]
 

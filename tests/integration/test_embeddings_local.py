@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from echo.config.settings import Settings
-from echo.embeddings import (
+from echo.adapters.embeddings import (
     PACKAGED_MODEL_NAME,
     EmbeddingError,
     HttpEmbedder,
@@ -17,6 +16,7 @@ from echo.embeddings import (
     embedder_from_settings,
     packaged_model_path,
 )
+from echo.config.settings import Settings
 from echo.errors import ConfigError
 
 

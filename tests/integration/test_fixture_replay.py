@@ -1,4 +1,4 @@
-"""Replay every request Open WebUI 0.12.4 really sent (../shared/fixtures) through the real app over HTTP.
+"""Replay every request Open WebUI 0.12.4 really sent (tests/fixtures) through the real app over HTTP.
 
 The captures were made against a stub Pipelines server (`filter_all`, `filter_pipe_only`,
 `stub_pipe`); each one is replayed to every ECHO filter and pipe id, with its own headers.
@@ -18,9 +18,9 @@ from fakes.live_server import LiveServer
 from fakes.shared_data import FIXTURES, load_fixture
 
 from echo.config.settings import Settings
-from echo.hooks import create_app
+from echo.entrypoints.http import create_app
 
-FIXTURE_NAMES = sorted(p.name for p in FIXTURES.glob("*.json")) if FIXTURES.is_dir() else []
+FIXTURE_NAMES = sorted(p.name for p in FIXTURES.glob("*.json"))
 FILTER_IDS = ["echo_context", "echo_compression", "echo_memory"]
 PIPE_ID = "echo.gemini-2.5-flash"
 
@@ -51,8 +51,7 @@ def _message_ids(body: dict[str, Any]) -> list[Any]:
 
 
 def test_every_fixture_is_covered() -> None:
-    if not FIXTURE_NAMES:
-        pytest.skip(f"Open WebUI fixtures not found at {FIXTURES} (../shared/ is absent)")
+    assert FIXTURE_NAMES, f"no Open WebUI captures in {FIXTURES}"
     paths = {load_fixture(name)["path"].rsplit("/", 1)[-1] for name in FIXTURE_NAMES}
     assert paths <= {"inlet", "outlet", "completions", "models"}
 

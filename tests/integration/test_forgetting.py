@@ -1,4 +1,5 @@
-"""`DELETE /users/{id}`'s parts (`echo.jobs.forgetting`) on a real PostgreSQL: after forgetting, no
+"""`DELETE /users/{id}`'s parts (`echo.capabilities.memory.forgetting`) on a real PostgreSQL: after
+forgetting, no
 table of the tenant schema that has a `user_id` column holds a row of that user (so a store added
 later is checked too), no job names them, no vector point of theirs is left in either collection,
 and another user's rows are all still there."""
@@ -13,17 +14,18 @@ import httpx
 import jsonschema
 from fakes.shared_data import ADMIN_KEY, API_KEY
 
-from echo import chain, shadow
+from echo.adapters.embeddings.fake import FakeEmbedder
+from echo.adapters.llm.offline import OfflineLLM
+from echo.adapters.store import conversations, pool, registries
+from echo.adapters.store import shadow as shadow_store
+from echo.adapters.vectors.memory import InMemoryVectorStore
+from echo.capabilities.memory import distill, forgetting, payloads
+from echo.capabilities.memory import filter as memory_filter
 from echo.config.settings import Settings
-from echo.embeddings.fake import FakeEmbedder
-from echo.filters import memory as memory_filter
-from echo.hooks import create_app
-from echo.jobs import distill, forgetting, kinds, queue
-from echo.llm.offline import OfflineLLM
-from echo.store import conversations, pool, registries
-from echo.store import shadow as shadow_store
-from echo.vectors import base as vectors_base
-from echo.vectors.memory import InMemoryVectorStore
+from echo.domain import chain, kinds, shadow
+from echo.entrypoints.http import create_app
+from echo.ports import vectors as vectors_base
+from echo.queue import queue
 
 FACTS = [
     {
@@ -65,7 +67,7 @@ async def populate(store: pool.Store, vectors: InMemoryVectorStore, user: str) -
         " VALUES ($1, 'chat-1', 'llm', 'down')",
         user,
     )
-    job = distill.DistillJob(
+    job = payloads.DistillPayload(
         user_id=user, chat_id="chat-1", key=links[-1].cumulative, start=0, parent=None,
         invariants=tuple(link.invariant for link in links),
     )  # fmt: skip
@@ -74,7 +76,8 @@ async def populate(store: pool.Store, vectors: InMemoryVectorStore, user: str) -
     )
     claimed = await jobs.claim("w", [kinds.DISTILL], 30)
     assert claimed is not None
-    await distill.DistillHandler(store, OfflineLLM, Backends(vectors))(claimed.job)
+    payload = payloads.DistillPayload.decode(claimed.job.payload)  # as the worker hands it over
+    await distill.DistillHandler(store, OfflineLLM, Backends(vectors))(claimed.job, payload)
     await jobs.enqueue(kinds.SUMMARY, {"user_id": user, "chat_id": "chat-1"}, idempotency_key=f"s:{user}")
     book = registries.Registries(store)
     await book.save_plan(user, "chat-1", goal="Refactor the auth module", status="in_progress")

@@ -11,7 +11,7 @@ from fakes.gemini_server import FakeGemini, fake_embedding
 from google import genai
 from google.genai import _api_client, types
 
-from echo.llm.gemini_chat import ChatDelta, GeminiChat, LLMError
+from echo.adapters.llm.gemini_chat import ChatDelta, GeminiChat, LLMError
 
 # The SDK subclasses aiohttp.ClientSession when aiohttp is installed (it is, for the dev extras).
 pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession:DeprecationWarning")

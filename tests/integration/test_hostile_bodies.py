@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 from fakes.live_server import LiveServer
 
+from echo.capabilities.masking import filter as masking_filter
 from echo.config.settings import Settings
-from echo.filters import masking as masking_filter
-from echo.hooks import create_app
+from echo.entrypoints.http import create_app
 
 GOOGLE_KEY = "AIza" + "SyD" + "x7" * 16
 DEADLINE_S = 1.0

@@ -23,9 +23,9 @@ from fastapi import HTTPException
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.datastructures import Headers
 
+from echo.adapters.store.pool import Store
 from echo.config.settings import Settings
-from echo.hooks import chats, create_app, tools
-from echo.store.pool import Store
+from echo.entrypoints.http import chats, create_app, tools
 
 MONEY = "+1-555-0100"
 MALLORY_TURNS = [

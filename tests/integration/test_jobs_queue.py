@@ -8,11 +8,12 @@ import pytest
 from fakes.metric_samples import sample as _sample
 from opentelemetry.sdk.trace import TracerProvider
 
-from echo.jobs import domain, execution, queue
-from echo.jobs.domain import JobState
-from echo.jobs.queue import JobQueue
-from echo.store import errors
-from echo.store.pool import Store
+from echo.adapters.store import errors
+from echo.adapters.store.pool import Store
+from echo.domain import jobs as domain
+from echo.domain.jobs import JobState
+from echo.queue import execution, queue
+from echo.queue.queue import JobQueue
 
 
 async def test_enqueue_with_the_same_key_returns_the_first_job(jobs: JobQueue, store: Store) -> None:
@@ -166,7 +167,7 @@ async def test_trace_context_travels_with_the_job(jobs: JobQueue) -> None:
 
 
 async def test_depth_gauges(jobs: JobQueue) -> None:
-    from echo.jobs import depths
+    from echo.queue import depths
 
     await jobs.enqueue("summary")
     await jobs.enqueue("summary", delay_seconds=60)

@@ -9,17 +9,17 @@ import pytest
 from fakes.metric_samples import sample as _sample
 from prometheus_client import REGISTRY
 
+from echo.adapters.store import queries
+from echo.adapters.store.pool import Store
 from echo.config.settings import Settings
-from echo.jobs import depths, retention
-from echo.jobs.domain import JobState
-from echo.jobs.queue import JobQueue
-from echo.jobs.registry import Registry
-from echo.jobs.worker import Worker
-from echo.store import queries
-from echo.store.pool import Store
+from echo.domain.jobs import JobState
+from echo.queue import depths, retention
+from echo.queue.queue import JobQueue
+from echo.queue.registry import Registry
+from echo.queue.worker import Worker
 
 DAY = 86400.0
-SQL = queries.load("echo.jobs", "queries.sql")
+SQL = queries.load("echo.queue", "queries.sql")
 
 
 async def _finished(

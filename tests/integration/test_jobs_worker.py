@@ -12,15 +12,17 @@ import pytest
 from fakes.metric_samples import sample as _sample
 from structlog.testing import capture_logs
 
-from echo import supervision
-from echo.jobs import domain, errors, kinds
-from echo.jobs.domain import JobState, RetryPolicy
-from echo.jobs.queue import JobInfo, JobQueue
-from echo.jobs.registry import Registry
-from echo.jobs.worker import Worker
-from echo.store import errors as store_errors
-from echo.store import testing
-from echo.store.pool import Store
+from echo.adapters.store import errors as store_errors
+from echo.adapters.store import testing
+from echo.adapters.store.pool import Store
+from echo.domain import jobs as domain
+from echo.domain import kinds
+from echo.domain.jobs import JobState, RetryPolicy
+from echo.queue import errors
+from echo.queue.queue import JobInfo, JobQueue
+from echo.queue.registry import Registry
+from echo.queue.worker import Worker
+from echo.support import supervision
 
 FAST = RetryPolicy(base_seconds=0.01, max_seconds=0.05, jitter=0)
 

@@ -14,11 +14,11 @@ from fakes.llm_samples import DISTILLATION_SCHEMA as DISTILLATION
 from fakes.openai_server import FakeOpenAI
 from prometheus_client import REGISTRY
 
-from echo.llm.gemini import GeminiLLM
-from echo.llm.interface import LLM, LLMRequest, LLMResult
-from echo.llm.offline import OfflineLLM
-from echo.llm.openai_compatible import OpenAICompatibleLLM
-from echo.llm.retries import RetryPolicy
+from echo.adapters.llm.gemini import GeminiLLM
+from echo.adapters.llm.offline import OfflineLLM
+from echo.adapters.llm.openai_compatible import OpenAICompatibleLLM
+from echo.adapters.llm.retries import RetryPolicy
+from echo.ports.llm import LLM, LLMRequest, LLMResult
 
 pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession:DeprecationWarning")
 

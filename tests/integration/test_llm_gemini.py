@@ -15,10 +15,10 @@ from fakes.llm_samples import FAST_RETRIES as FAST
 from fakes.llm_samples import sample
 from google.genai import _api_client
 
-from echo.llm.errors import EmptyAnswer, InvalidJSON, LLMError
-from echo.llm.gemini import GeminiLLM
-from echo.llm.interface import LLMRequest, Usage
-from echo.llm.retries import RetryPolicy
+from echo.adapters.llm.errors import EmptyAnswer, InvalidJSON, LLMError
+from echo.adapters.llm.gemini import GeminiLLM
+from echo.adapters.llm.retries import RetryPolicy
+from echo.ports.llm import LLMRequest, Usage
 
 # The SDK subclasses aiohttp.ClientSession when aiohttp is installed (it is, for the dev extras).
 pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession:DeprecationWarning")

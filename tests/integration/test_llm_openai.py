@@ -17,12 +17,12 @@ from fakes.llm_samples import FAST_RETRIES as FAST
 from fakes.llm_samples import sample
 from fakes.openai_server import FakeOpenAI
 
+from echo.adapters.llm import factory
+from echo.adapters.llm.errors import EmptyAnswer, LLMError
+from echo.adapters.llm.openai_compatible import OpenAICompatibleLLM
+from echo.adapters.llm.retries import RetryPolicy
 from echo.config.settings import Settings
-from echo.llm import factory
-from echo.llm.errors import EmptyAnswer, LLMError
-from echo.llm.interface import LLMRequest, Usage
-from echo.llm.openai_compatible import OpenAICompatibleLLM
-from echo.llm.retries import RetryPolicy
+from echo.ports.llm import LLMRequest, Usage
 
 KEY = "sk-test-123"
 SCHEMA = {

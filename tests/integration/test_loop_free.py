@@ -15,21 +15,26 @@ import httpx
 import pytest
 from fakes.live_server import LiveServer
 
-from echo import chain
-from echo.compression import budgets, fitting
-from echo.compression import messages as msgs
+from echo.adapters.embeddings.fake import FakeEmbedder
+from echo.adapters.llm.offline import OfflineLLM
+from echo.adapters.store import conversations
+from echo.adapters.store.pool import Store
+from echo.adapters.vectors.memory import InMemoryVectorStore
+from echo.capabilities.compression import payloads as compression_payloads
+from echo.capabilities.compression import summary
+from echo.capabilities.masking import filter as masking_filter
+from echo.capabilities.memory import distill
+from echo.capabilities.memory import filter as memory_filter
+from echo.capabilities.memory import payloads as memory_payloads
 from echo.config.settings import Settings
-from echo.embeddings.fake import FakeEmbedder
-from echo.filters import masking as masking_filter
-from echo.filters import memory as memory_filter
-from echo.hooks import create_app, stepwise_json, wire
-from echo.jobs import distill, domain, kinds, queue, summary
-from echo.llm import interface as llm
-from echo.llm.offline import OfflineLLM
-from echo.memory import cleaning
-from echo.store import conversations
-from echo.store.pool import Store
-from echo.vectors.memory import InMemoryVectorStore
+from echo.domain import chain, kinds
+from echo.domain import jobs as domain
+from echo.domain.compression import budgets, fitting
+from echo.domain.compression import messages as msgs
+from echo.domain.memory import cleaning
+from echo.entrypoints.http import create_app, stepwise_json, wire
+from echo.ports import llm
+from echo.queue import queue
 
 LOOP_THREAD = "loop-under-test"
 GOOGLE_KEY = "AIza" + "SyD" + "x7" * 16
@@ -101,7 +106,7 @@ def test_a_large_body_is_read_checked_and_answered_off_the_loop(
     assert answer.status_code == 200
     assert answer.content == wire.render_json(json.loads(raw)["body"])
     for step in ("_parsed_and_checked", "plainly_a_filter_request", "render"):
-        owner = "echo.hooks.stepwise_json" if step == "render" else "echo.hooks.wire"
+        owner = "echo.entrypoints.http.stepwise_json" if step == "render" else "echo.entrypoints.http.wire"
         assert threads.ran_off(f"{owner}.{step}", LOOP_THREAD), (step, threads.seen)
 
 
@@ -141,7 +146,7 @@ def test_a_large_outlet_that_fails_withholds_off_the_loop(
     answer = post(server, auth, "/echo_context/filter/outlet", filter_request(messages))
     assert answer.status_code == 200
     assert GOOGLE_KEY not in answer.text  # its 1 ms deadline passed: what may hold a secret is withheld
-    assert threads.ran_off("echo.filters.masking.withhold_suspect", LOOP_THREAD), threads.seen
+    assert threads.ran_off("echo.capabilities.masking.filter.withhold_suspect", LOOP_THREAD), threads.seen
 
 
 class _Answering:
@@ -172,7 +177,7 @@ async def test_a_summary_jobs_cpu_bound_steps_run_off_the_loop(
     }
     await known.remember("u1", stored)
     await known.record_head("u1", "c1", [link.invariant for link in turns.links[:20]])
-    spec = summary.SummaryJob(
+    spec = compression_payloads.SummaryPayload(
         user_id="u1",
         head_count=1,
         start=1,
@@ -187,10 +192,10 @@ async def test_a_summary_jobs_cpu_bound_steps_run_off_the_loop(
     handler = summary.SummaryHandler(known, _Answering, max_attempts=3, default_model="m")
     here = threading.current_thread().name
     threads.seen.clear()  # the chat was hashed and stored here
-    await handler(domain.Job(id=1, kind="summary", payload=spec.to_payload(), attempts=1))
+    await handler(domain.Job(id=1, kind="summary", payload=spec.to_payload(), attempts=1), spec)
     assert await store.fetchval("SELECT count(*) FROM summaries") == 1
-    assert threads.ran_off("echo.compression.fitting.fit_summary_input", here), threads.seen
-    assert threads.ran_off("echo.chain.cumulative_hash", here), threads.seen
+    assert threads.ran_off("echo.domain.compression.fitting.fit_summary_input", here), threads.seen
+    assert threads.ran_off("echo.domain.chain.cumulative_hash", here), threads.seen
 
 
 class _Backends:
@@ -222,7 +227,7 @@ async def test_a_large_windows_distillation_cleans_and_checks_off_the_loop(
         "u1",
         {link.invariant: conversations.stored_message(m) for link, m in zip(links, messages, strict=True)},
     )
-    spec = distill.DistillJob(
+    spec = memory_payloads.DistillPayload(
         user_id="u1",
         chat_id="c1",
         key=links[-1].cumulative,
@@ -238,7 +243,7 @@ async def test_a_large_windows_distillation_cleans_and_checks_off_the_loop(
     assert claimed is not None
     here = threading.current_thread().name
     threads.seen.clear()  # build_chain above hashed here
-    await distill.DistillHandler(store, OfflineLLM, _Backends())(claimed.job)
+    await distill.DistillHandler(store, OfflineLLM, _Backends())(claimed.job, spec)
     assert await store.fetchval("SELECT count(*) FROM memory_windows") == 1
-    assert threads.ran_off("echo.memory.cleaning.clean_messages", here), threads.seen
-    assert threads.ran_off("echo.chain.cumulative_hash", here), threads.seen
+    assert threads.ran_off("echo.domain.memory.cleaning.clean_messages", here), threads.seen
+    assert threads.ran_off("echo.domain.chain.cumulative_hash", here), threads.seen

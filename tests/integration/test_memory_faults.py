@@ -5,24 +5,28 @@ payload, and a job whose user was forgotten meanwhile (it writes nothing)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
 
-from echo import bodies, chain
+from echo.adapters.embeddings.fake import FakeEmbedder
+from echo.adapters.llm.offline import OfflineLLM
+from echo.adapters.store import conversations, memories, pool, testing
+from echo.adapters.vectors import qdrant
+from echo.adapters.vectors.memory import InMemoryVectorStore
+from echo.capabilities import base
+from echo.capabilities.memory import backends as memory_backends
+from echo.capabilities.memory import distill, forgetting, payloads
+from echo.capabilities.memory import filter as memory_filter
 from echo.config.settings import Settings
-from echo.embeddings import base as embeddings_base
-from echo.embeddings.fake import FakeEmbedder
-from echo.filters import base
-from echo.filters import memory as memory_filter
-from echo.jobs import distill, errors, forgetting, kinds, memory_backends, queue
-from echo.llm.offline import OfflineLLM
-from echo.store import conversations, memories, pool, testing
-from echo.vectors import base as vectors_base
-from echo.vectors import qdrant
-from echo.vectors.memory import InMemoryVectorStore
+from echo.domain import bodies, chain, kinds
+from echo.ports import embeddings as embeddings_base
+from echo.ports import vectors as vectors_base
+from echo.queue import errors, queue
+from echo.queue.registry import Registry
 
 FACT = [
     {"role": "user", "content": "My son Tom starts violin lessons at the Lyon conservatory next Monday."},
@@ -50,7 +54,7 @@ async def enqueue(store: pool.Store, messages: list[dict[str, Any]], user: str =
         user,
         {link.invariant: conversations.stored_message(m) for link, m in zip(links, messages, strict=True)},
     )
-    job = distill.DistillJob(
+    job = payloads.DistillPayload(
         user_id=user, chat_id="c1", key=links[-1].cumulative, start=0, parent=None,
         invariants=tuple(link.invariant for link in links),
     )  # fmt: skip
@@ -63,8 +67,10 @@ async def enqueue(store: pool.Store, messages: list[dict[str, Any]], user: str =
     return claimed.job
 
 
-def handler(store: pool.Store, embedder: Any, vectors: Any) -> distill.DistillHandler:
-    return distill.DistillHandler(store, OfflineLLM, Backends(embedder, vectors))
+def handler(store: pool.Store, embedder: Any, vectors: Any) -> Callable[[Any], Awaitable[None]]:
+    """A distill handler as a worker runs it: the job's stored payload validated into its model first."""
+    run = distill.DistillHandler(store, OfflineLLM, Backends(embedder, vectors))
+    return Registry().register(kinds.DISTILL, run, payload=payloads.DistillPayload).run
 
 
 async def count(store: pool.Store) -> int:
@@ -164,7 +170,7 @@ def test_a_malformed_payload_is_a_permanent_error_naming_the_field(
     payload: dict[str, Any], field: str
 ) -> None:
     with pytest.raises(errors.PermanentJobError, match=field):
-        distill.DistillJob.from_payload(payload)
+        payloads.DistillPayload.decode(payload).check_chain()  # the worker, then the handler
 
 
 async def test_a_job_of_a_user_forgotten_meanwhile_writes_nothing(store: pool.Store) -> None:

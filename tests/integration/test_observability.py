@@ -9,7 +9,7 @@ import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from echo import logs, tracing
+from echo.support import logs, tracing
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ FILTER_IDS = ["echo_context", "echo_compression", "echo_memory"]
 GOOGLE_KEY = "AIza" + "SyB" + "x_-9" * 8  # 35 characters after "AIza", built at runtime
 MASKED_GOOGLE_KEY = "[CLÉ API GOOGLE MASQUÉE PAR SÉCURITÉ]"
 USER = {"id": "user-1", "email": "ada@example.com", "name": "Ada", "role": "user", "valves": {"x": 1}}
-HOOK_ANSWER = "application/vnd.echo.hook-answer+json"  # echo.hooks.wire.HOOK_ANSWER_MEDIA_TYPE
+HOOK_ANSWER = "application/vnd.echo.hook-answer+json"  # echo.entrypoints.http.wire.HOOK_ANSWER_MEDIA_TYPE
 
 
 @pytest.fixture(scope="module")
@@ -372,7 +372,7 @@ async def test_a_broken_emitter_does_not_fail_the_chat(function_module: ModuleTy
 
 
 def test_the_function_speaks_the_wire_constants_of_the_service(function_module: ModuleType) -> None:
-    from echo.hooks import wire  # the Function cannot import echo: its copies must match
+    from echo.entrypoints.http import wire
 
     assert function_module.EVENTS_HEADER == wire.EVENTS_HEADER
     assert function_module.EVENTS_VERSION == wire.EVENTS_VERSION

@@ -14,7 +14,7 @@ from fakes.live_server import LiveServer
 from prometheus_client import REGISTRY
 
 from echo.config.settings import Settings
-from echo.hooks import create_app
+from echo.entrypoints.http import create_app
 
 PIPE = "echo.gemini-2.5-flash"
 GOOGLE_KEY = "AIza" + "SyC" + "q9" * 16

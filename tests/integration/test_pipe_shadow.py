@@ -1,7 +1,7 @@
 """The rich shadow through the pipe over HTTP: the real app (uvicorn), the real PostgreSQL, the real
 google-genai SDK against the fake Gemini, which refuses function calls without their thought
 signature as the real API does. Turns are sent as Open WebUI 0.12.4 sends them
-(`../shared/fixtures/owui-0.12.4/tool_flow/`): the pipe's own inlet first, then `/chat/completions`
+(`tests/fixtures/owui-0.12.4/tool_flow/`): the pipe's own inlet first, then `/chat/completions`
 with what Open WebUI keeps of the history (no signatures, arguments re-serialised)."""
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from fakes.gemini_server import FakeGemini, signature_bytes
 from fakes.live_server import LiveServer
 from fakes.shared_data import FIXTURES
 
-from echo import shadow
+from echo.adapters.embeddings.fake import FakeEmbedder
+from echo.adapters.store import shadow as shadow_store
+from echo.adapters.store.pool import Store
+from echo.adapters.vectors.memory import InMemoryVectorStore
 from echo.config.settings import Settings
-from echo.embeddings.fake import FakeEmbedder
-from echo.hooks import create_app
-from echo.store import shadow as shadow_store
-from echo.store.pool import Store
-from echo.vectors import base as vectors_base
-from echo.vectors.memory import InMemoryVectorStore
+from echo.domain import shadow
+from echo.entrypoints.http import create_app
+from echo.ports import vectors as vectors_base
 
 PIPE = "echo.gemini-2.5-flash"
 USER = {"id": "u-ada", "name": "Ada", "email": "ada@example.com", "role": "user"}
@@ -58,10 +58,7 @@ def signed(part: dict[str, Any]) -> bytes:
 
 def openwebui_tools() -> list[dict[str, Any]]:
     """The tools Open WebUI sends with native function calling: the user's tool and its built-ins."""
-    captured = FIXTURES / "tool_flow" / "002_chat.json"
-    if captured.exists():
-        return json.loads(captured.read_text())["body"]["tools"]
-    return [WEATHER_TOOL]
+    return json.loads((FIXTURES / "tool_flow" / "002_chat.json").read_text())["body"]["tools"]
 
 
 @dataclass
@@ -312,7 +309,7 @@ async def test_a_follow_up_the_shadow_does_not_know_gets_the_placeholder_signatu
 
 
 async def test_the_fake_refuses_a_call_without_its_signature_as_gemini_does(gemini: FakeGemini) -> None:
-    from echo.llm.gemini_chat import GeminiChat, LLMError
+    from echo.adapters.llm.gemini_chat import GeminiChat, LLMError
 
     chat = GeminiChat("fake", base_url=gemini.base_url)
     contents = [
@@ -541,10 +538,7 @@ async def test_a_store_that_is_down_leaves_the_chat_working(
 
 
 async def test_the_captured_inlet_gives_the_pipe_what_open_webui_strips(http: httpx.AsyncClient) -> None:
-    captured = FIXTURES / "tool_flow" / "001_inlet.json"
-    if not captured.exists():
-        pytest.skip(f"{captured} is absent (../shared is not checked out)")
-    request = json.loads(captured.read_text())["body"]
+    request = json.loads((FIXTURES / "tool_flow" / "001_inlet.json").read_text())["body"]
     pipe_body = {**request["body"], "model": PIPE}
     answer = await http.post(f"/{PIPE}/filter/inlet", json={"body": pipe_body, "user": request["user"]})
     assert answer.status_code == 200

@@ -14,9 +14,9 @@ import pytest
 from fakes.aec_blocks import without_aec
 from fakes.live_server import LiveServer
 
+from echo.capabilities.memory import filter as memory_filter
 from echo.config.settings import Settings
-from echo.filters import memory as memory_filter
-from echo.hooks import create_app
+from echo.entrypoints.http import create_app
 
 FILTERS = {"echo_context": 0, "echo_compression": 10, "echo_memory": 20}
 GOOGLE_KEY = "AIza" + "SyD" + "x7" * 16

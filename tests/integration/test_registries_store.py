@@ -1,4 +1,4 @@
-"""The model's registries on a real PostgreSQL (echo.store.registries): plans and code entries per
+"""The model's registries on a real PostgreSQL (echo.adapters.store.registries): plans and code entries per
 user and chat, versions, the bounded AEC snapshot, isolation, and forgetting."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import asyncio
 
 import pytest
 
-from echo import aec
-from echo.jobs import forgetting
-from echo.store import errors as store_errors
-from echo.store import pool, registries
-from echo.vectors.memory import InMemoryVectorStore
+from echo.adapters.store import errors as store_errors
+from echo.adapters.store import pool, registries
+from echo.adapters.vectors.memory import InMemoryVectorStore
+from echo.capabilities.memory import forgetting
+from echo.domain import aec
 
 
 async def test_a_plan_is_created_with_a_generated_id_then_saved_and_updated(store: pool.Store) -> None:

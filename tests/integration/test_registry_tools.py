@@ -16,9 +16,9 @@ from fakes.live_server import LiveServer
 from fakes.metric_samples import sample
 from fakes.shared_data import API_KEY
 
+from echo.adapters.store import pool
 from echo.config.settings import Settings
-from echo.hooks import create_app, registry_calls, registry_tools
-from echo.store import pool
+from echo.entrypoints.http import create_app, registry_calls, registry_tools
 
 ADA = {"x-openwebui-user-id": "ada", "x-openwebui-chat-id": "chat-1", "x-openwebui-message-id": "m1"}
 OPERATIONS = ("save_plan", "update_plan", "list_plans", "commit_code", "read_code", "list_code")

@@ -15,8 +15,9 @@ import pytest
 from click.testing import CliRunner, Result
 from fakes.shared_data import FIXTURES
 
-from echo import cli
-from echo.store import tenancy, testing
+from echo.adapters.store import testing
+from echo.config import tenancy
+from echo.entrypoints import cli
 
 TOPICS = ["the garden", "a bicycle trip", "the tax form", "a birthday cake", "the new laptop"]
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
@@ -177,10 +178,7 @@ def test_a_locomo_conversation_is_replayed_turn_by_turn(
 
 
 def test_a_real_export_with_tool_calls_replays_cleanly(replay: Callable[..., Result]) -> None:
-    path = FIXTURES / "tool_flow" / "stored_chat.json"
-    if not path.is_file():
-        pytest.skip(f"{path} not found (../shared/ is absent)")
-    result = replay(str(path))
+    result = replay(str(FIXTURES / "tool_flow" / "stored_chat.json"))
     assert result.exit_code == 0, result.output
     assert "New Chat (openwebui, 2 turns, 4 messages)" in result.output
     assert "no summary injected" in result.output
@@ -208,12 +206,12 @@ def test_a_plot_without_matplotlib_says_what_to_install_before_any_work(tmp_path
     result = offline(str(path), "--plot", str(tmp_path / "out.png"), data_dir=tmp_path)
     assert result.exit_code == 1
     assert "--plot needs matplotlib" in result.output
-    assert "pip install matplotlib" in result.output
+    assert "pip install 'echo-k8s[plot]'" in result.output
     assert "turns" not in result.output  # refused before replaying (no store was opened)
 
 
 @pytest.mark.skipif(
-    not HAS_MATPLOTLIB, reason="matplotlib is not installed (the `dev` extra should bring it)"
+    not HAS_MATPLOTLIB, reason="matplotlib is not installed (the `plot` extra, which `dev` brings)"
 )
 def test_the_plot_is_written(replay: Callable[..., Result], tmp_path: Path) -> None:
     path = tmp_path / "chat.json"

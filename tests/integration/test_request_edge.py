@@ -1,4 +1,5 @@
-"""What every request meets before a route runs (`echo.hooks.edge`), and what a refusal carries back.
+"""What every request meets before a route runs (`echo.entrypoints.http.edge`), and what a refusal carries
+back.
 
 - the body limit holds while reading, on every route, the FastAPI-parsed tool routes included: the
   stream is cut at the limit (413), never read whole; a declared Content-Length past it is a 413
@@ -29,7 +30,7 @@ from fakes.shared_data import ADMIN_KEY, API_KEY
 from fastapi.testclient import TestClient
 
 from echo.config.settings import Settings
-from echo.hooks import create_app
+from echo.entrypoints.http import create_app
 
 TOOL_HEADERS = {"x-openwebui-user-id": "u1", "x-openwebui-chat-id": "c1"}
 HOOKS = {"Authorization": f"Bearer {API_KEY}"}

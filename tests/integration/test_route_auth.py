@@ -1,5 +1,5 @@
 """Every route of echo-hooks, enumerated from the app itself, refuses a missing or wrong bearer key,
-except the documented public ones (README, HTTP interface: "Without auth"). A route added later is
+except the documented public ones (docs/http.md, "Public routes"). A route added later is
 checked too: nothing has to remember to list it.
 
 Two keys (DESIGN §3, §7): the hooks' key `ECHO_API_KEY` (Open WebUI's) for the Pipelines protocol, the
@@ -22,7 +22,7 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 from echo.config.settings import Settings
-from echo.hooks import create_app
+from echo.entrypoints.http import create_app
 
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/tools/openapi.json")}
 PUBLIC |= {("GET", "/openapi.json")}  # FastAPI's own document of the routes (no data; schemathesis reads it)
@@ -248,9 +248,9 @@ def test_the_openapi_names_the_key_each_route_takes(app: Any) -> None:
     assert set(tools["components"]["securitySchemes"]) == {"bearer"}
 
 
-def test_the_public_routes_are_what_the_readme_says(app: Any) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    said = readme.split("Public (no key", 1)[1].split("\n\n", 1)[0]
+def test_the_public_routes_are_what_the_docs_say(app: Any) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "http.md").read_text(encoding="utf-8")
+    said = page.split("Public (no key", 1)[1].split("\n\n", 1)[0]
     served = {path for method, path in routes_of(app) if (method, path) in PUBLIC}
     assert served == {path for _, path in PUBLIC}
     for path in served:

@@ -16,16 +16,19 @@ from fakes.live_server import LiveServer
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
-from echo import runtime, supervision
+from echo.adapters.embeddings import factory as embeddings_factory
+from echo.adapters.embeddings.fake import FakeEmbedder
+from echo.adapters.store import pool, testing
+from echo.adapters.store.errors import TransientStoreError
+from echo.adapters.vectors import factory as vectors_factory
+from echo.config import tenancy
 from echo.config.settings import Settings
-from echo.embeddings import base as embeddings_base
-from echo.embeddings import factory as embeddings_factory
-from echo.embeddings.fake import FakeEmbedder
-from echo.hooks import create_app
-from echo.jobs.queue import JobQueue
-from echo.runtime import Runtime
-from echo.store import pool, tenancy, testing
-from echo.vectors import factory as vectors_factory
+from echo.entrypoints import runtime
+from echo.entrypoints.http import create_app
+from echo.entrypoints.runtime import Runtime
+from echo.ports import embeddings as embeddings_base
+from echo.queue.queue import JobQueue
+from echo.support import supervision
 
 
 @pytest.fixture
@@ -72,7 +75,7 @@ async def test_an_embedder_not_answering_yet_is_asked_again_until_it_does(
     monkeypatch.setattr(runtime, "WARM_UP_MAX_WAIT_S", 0.05)
     rt = Runtime(store=store, embedder=embedder)
     warming = asyncio.create_task(rt.warm_up(Settings(data_dir=tmp_path, tenant="rt")))
-    await asyncio.sleep(1.2)  # tries at 0, 1 s, then every 0.05 s
+    await asyncio.sleep(0.3)  # tries at 0, then every 0.05 s (the cap)
     assert not warming.done()
     assert "connection refused" in (await rt.readiness())["embedder"]["error"]
     embedder.failure = None  # the embedder is up
@@ -81,6 +84,59 @@ async def test_an_embedder_not_answering_yet_is_asked_again_until_it_does(
     assert all(check["ok"] for check in checks.values()), checks
     assert rt.vectors is not None
     await rt.vectors.aclose()
+
+
+class _StoreDownEmbedder(FakeEmbedder):
+    """An embedder whose first probes fail with a transient store error (`retryable`, not an
+    EmbeddingError): warm-up once read another spelling of the flag and gave up on it."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__(dimension=8)
+        self.failures = failures
+        self.probes = 0
+
+    async def probe(self) -> int:
+        self.probes += 1
+        if self.probes <= self.failures:
+            raise TransientStoreError("connection refused", sqlstate="08001")
+        return await super().probe()
+
+
+async def test_a_retryable_store_error_at_warm_up_is_retried_not_taken_as_permanent(
+    store: pool.Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runtime, "WARM_UP_MAX_WAIT_S", 0.01)
+    embedder = _StoreDownEmbedder(failures=2)
+    rt = Runtime(store=store, embedder=embedder)
+    with capture_logs() as logs:
+        await asyncio.wait_for(rt.warm_up(Settings(data_dir=tmp_path, tenant="rt")), 5)
+    assert embedder.probes == 3
+    failed = [e for e in logs if e["event"] == "warm_up_failed"]
+    assert [(e["error"], e["retry_in_s"]) for e in failed] == [("connection refused", 0.01)] * 2
+    checks = await rt.readiness()
+    assert all(check["ok"] for check in checks.values()), checks
+    assert rt.vectors is not None
+    await rt.vectors.aclose()
+
+
+async def test_a_permanent_error_at_warm_up_is_not_asked_again(store: pool.Store, tmp_path: Path) -> None:
+    embedder = FakeEmbedder(dimension=8)
+    embedder.failure = embeddings_base.EmbeddingError("model directory missing")
+    calls = 0
+    probe = embedder.probe
+
+    async def counted() -> int:
+        nonlocal calls
+        calls += 1
+        return await probe()
+
+    embedder.probe = counted  # type: ignore[method-assign]
+    rt = Runtime(store=store, embedder=embedder)
+    with capture_logs() as logs:
+        await rt.warm_up(Settings(data_dir=tmp_path))
+    assert calls == 1
+    assert [e.get("retry_in_s") for e in logs if e["event"] == "warm_up_failed"] == [None]
+    assert rt.warm_up_error == "model directory missing"
 
 
 async def test_a_lost_store_is_reported(dsn: str) -> None:

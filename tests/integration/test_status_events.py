@@ -25,14 +25,15 @@ from fakes.shared_data import API_KEY
 from fastapi import FastAPI
 from prometheus_client import REGISTRY
 
-from echo import bodies
+from echo.capabilities import base, registry
+from echo.capabilities.context import filter as context
+from echo.capabilities.events import StatusEvent
+from echo.capabilities.masking import filter as masking_filter
 from echo.config import live as live_config
 from echo.config.settings import Settings
 from echo.config.valves import ContextValves
-from echo.filters import base, context, registry
-from echo.filters import masking as masking_filter
-from echo.filters.events import StatusEvent
-from echo.hooks import protocol, runner, wire
+from echo.domain import bodies
+from echo.entrypoints.http import protocol, runner, wire
 
 FUNCTION_PATH = Path(__file__).resolve().parents[2] / "integrations" / "openwebui" / "echo_filter_function.py"
 GOOGLE_KEY = "AIza" + "SyE" + "k3" * 16

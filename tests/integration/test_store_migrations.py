@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from echo import cli
-from echo.store import errors, migrations, tenancy, testing
-from echo.store.pool import Store
+from echo.adapters.store import errors, migrations, testing
+from echo.adapters.store.pool import Store
+from echo.config import tenancy
+from echo.entrypoints import cli
 
 
 @pytest.fixture
@@ -113,7 +114,7 @@ async def test_concurrent_migrators_in_two_pools_and_a_process_apply_each_migrat
             await holder.fetchval(lock, schema)  # every migrator now waits on this lock
             env = {**os.environ, "ECHO_DATABASE_URL": dsn, "ECHO_TENANT": tenant}
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "echo.cli", "migrate", env=env,
+                sys.executable, "-m", "echo.entrypoints.cli", "migrate", env=env,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             )  # fmt: skip
             in_process = asyncio.gather(migrations.migrate(first), migrations.migrate(second))

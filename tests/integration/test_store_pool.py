@@ -7,11 +7,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-import echo.store
+import echo.adapters.store
+from echo.adapters.store import errors, queries, testing
+from echo.adapters.store.pool import Store
+from echo.config import tenancy
 from echo.config.settings import Settings
 from echo.errors import ConfigError, EchoError
-from echo.store import errors, queries, tenancy, testing
-from echo.store.pool import Store
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ async def test_constraint_violations_are_permanent(store: Store) -> None:
     with pytest.raises(errors.ConstraintViolation) as caught:
         await store.execute("INSERT INTO jobs (kind, idempotency_key) VALUES ('summary', 'k')")
     assert caught.value.sqlstate == "23505"
-    assert not caught.value.transient
+    assert not caught.value.retryable
     assert isinstance(caught.value, EchoError)
     with pytest.raises(errors.ConstraintViolation):
         await store.execute("INSERT INTO jobs (kind) VALUES ('Not A Kind')")
@@ -85,7 +86,7 @@ async def test_lock_timeouts_are_transient(store: Store) -> None:
             with pytest.raises(errors.TransientStoreError) as caught:
                 await waiter.execute("SELECT * FROM jobs FOR UPDATE")
     assert caught.value.sqlstate == "55P03"
-    assert caught.value.transient
+    assert caught.value.retryable
 
 
 async def test_an_unreachable_server_is_transient() -> None:
@@ -152,8 +153,10 @@ def test_bad_query_files_are_refused(text: str, message: str) -> None:
 
 
 def test_shipped_query_files_load() -> None:
-    assert {"enqueue", "claim", "release", "next_due"} <= set(queries.load("echo.jobs", "queries.sql"))
-    assert {"lock", "unlock", "create_schema"} <= set(queries.load("echo.store", "schema_migrations.sql"))
+    assert {"enqueue", "claim", "release", "next_due"} <= set(queries.load("echo.queue", "queries.sql"))
+    assert {"lock", "unlock", "create_schema"} <= set(
+        queries.load("echo.adapters.store", "schema_migrations.sql")
+    )
 
 
 @pytest.mark.parametrize(
@@ -172,11 +175,13 @@ def test_unsafe_tenants_are_refused(tenant: str) -> None:
 
 
 def test_store_public_api_is_pinned() -> None:
-    assert echo.store.__all__ == sorted(echo.store.__all__, key=lambda name: (name[0].islower(), name))
-    for name in echo.store.__all__:
-        assert getattr(echo.store, name) is not None
-    assert echo.store.TransientStoreError.transient
-    assert not echo.store.PermanentStoreError.transient
+    assert echo.adapters.store.__all__ == sorted(
+        echo.adapters.store.__all__, key=lambda name: (name[0].islower(), name)
+    )
+    for name in echo.adapters.store.__all__:
+        assert getattr(echo.adapters.store, name) is not None
+    assert echo.adapters.store.TransientStoreError.retryable
+    assert not echo.adapters.store.PermanentStoreError.retryable
 
 
 async def test_errors_of_the_callers_block_pass_through_untranslated(store: Store) -> None:
@@ -274,7 +279,7 @@ async def test_a_refused_value_is_a_data_error_that_says_so(texts: Store) -> Non
         await texts.execute("INSERT INTO texts (id) VALUES ($1)", "not a number")
     for caught in (server_side.value, client_side.value):
         assert isinstance(caught, errors.PermanentStoreError)
-        assert not caught.transient
+        assert not caught.retryable
         assert errors.describe(caught).startswith("the store refused a value")
     with pytest.raises(errors.DataRefused):
         await texts.execute("INSERT INTO texts (j) VALUES ($1)", {"n": float("nan")})

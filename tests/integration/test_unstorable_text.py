@@ -23,11 +23,11 @@ from fakes.hooks_service import outlet_body, run_jobs
 from fakes.memory_service import MemoryService, memory_service
 from fakes.shared_data import API_KEY
 
-from echo import chain
+from echo.adapters.store import conversations, errors
+from echo.adapters.store.pool import Store
+from echo.capabilities import handlers
 from echo.config.settings import Settings
-from echo.jobs import kinds
-from echo.store import conversations, errors
-from echo.store.pool import Store
+from echo.domain import chain
 
 USER = {"id": "u1", "name": "Ada", "email": "ada@example.org", "role": "user"}
 VALVES = {
@@ -94,7 +94,7 @@ async def http(offline: Settings, dsn: str, store: Store) -> AsyncIterator[httpx
 async def test_a_chat_with_a_nul_and_lone_surrogates_is_summarised_on_every_later_turn(
     http: httpx.AsyncClient, store: Store, offline: Settings
 ) -> None:
-    registry = kinds.builtin_registry(offline, store)
+    registry = handlers.builtin_registry(offline, store)
     messages = dirty_conversation(12)
     answer = await hook(http, "echo_compression", "outlet", outlet_body(messages))
     assert warnings(answer) == []

@@ -24,8 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from echo.config.settings import Settings
-from echo.vectors import (
+from echo.adapters.vectors import (
     DimensionMismatch,
     Kind,
     Point,
@@ -33,6 +32,7 @@ from echo.vectors import (
     VectorStoreError,
     vector_store_from_settings,
 )
+from echo.config.settings import Settings
 
 T = TypeVar("T")
 

@@ -72,7 +72,7 @@ class Serves:
         log = self.logs / f"serve-{len(self.started) + 1}.log"
         with log.open("wb") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", "echo.cli", "serve", "--port", str(port)],
+                [sys.executable, "-m", "echo.entrypoints.cli", "serve", "--port", str(port)],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,

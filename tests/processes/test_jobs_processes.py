@@ -15,17 +15,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from echo.jobs.domain import JobState
-from echo.jobs.queue import JobQueue
-from echo.store import migrations, tenancy, testing
-from echo.store.pool import Store
+from echo.adapters.store import migrations, testing
+from echo.adapters.store.pool import Store
+from echo.config import tenancy
+from echo.domain.jobs import JobState
+from echo.queue.queue import JobQueue
 
 # A worker process running `run_worker` (what `echoctl worker` runs) with one test handler that
 # records each run in `job_runs`. payload["seconds"][attempt - 1] says how long an attempt takes.
 WORKER_SCRIPT = """
 import asyncio, os, sys
 from echo.config.settings import Settings
-from echo.jobs import registry, runner
+from echo.queue import registry, runner
 
 def build(settings, store):
     handlers = registry.Registry()
@@ -240,7 +241,7 @@ async def test_the_worker_serves_queue_depth_metrics_and_stops_on_sigint(
 
 async def test_echoctl_worker_migrates_then_waits_for_summary_jobs(dsn: str, processes: Processes) -> None:
     async with testing.temporary_store(dsn, migrate=False) as store:  # the worker migrates it
-        worker = await processes.start(store, "-m", "echo.cli", "worker", "--concurrency", "2")
+        worker = await processes.start(store, "-m", "echo.entrypoints.cli", "worker", "--concurrency", "2")
 
         async def started() -> bool:
             return "worker_started" in processes.output()

@@ -21,15 +21,17 @@ import pytest
 from fakes.gemini_server import FakeGemini
 from fakes.memory_llm import memory_answer
 
-from echo import chain
-from echo.embeddings import factory as embeddings_factory
-from echo.embeddings import local
-from echo.filters import memory as memory_filter
-from echo.jobs import distill, kinds, queue
-from echo.memory import records
-from echo.store import conversations, memories, pool, tenancy, testing
-from echo.vectors import base as vectors_base
-from echo.vectors import qdrant
+from echo.adapters.embeddings import factory as embeddings_factory
+from echo.adapters.embeddings import local
+from echo.adapters.store import conversations, memories, pool, testing
+from echo.adapters.vectors import qdrant
+from echo.capabilities.memory import distill, payloads
+from echo.capabilities.memory import filter as memory_filter
+from echo.config import tenancy
+from echo.domain import chain, kinds
+from echo.domain.memory import records
+from echo.ports import vectors as vectors_base
+from echo.queue import queue
 
 ORIGINAL = "The user plans a trip to Kyoto in April 2027 with her sister Alice; they love temples."
 WINDOWS = [
@@ -100,7 +102,7 @@ async def enqueue_windows(store: pool.Store) -> None:
                 },
                 connection=connection,
             )
-            job = distill.DistillJob(
+            job = payloads.DistillPayload(
                 user_id="pia",
                 chat_id=f"c{n + 1}",
                 key=links[-1].cumulative,

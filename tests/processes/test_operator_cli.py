@@ -18,7 +18,7 @@ import yaml
 from click.testing import CliRunner
 from fakes.kube_emulator import KubeEmulator
 
-from echo.cli import main
+from echo.entrypoints.cli import main
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -66,7 +66,7 @@ def test_serve_runs_embedded_with_state_under_data_dir(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "echo.cli",
+            "echo.entrypoints.cli",
             "serve",
             "--port",
             str(port),
@@ -118,7 +118,16 @@ def test_serve_without_a_key_or_the_explicit_setting_exits_at_once(tmp_path: Pat
     """No ECHO_API_KEY and no ECHO_ALLOW_UNAUTHENTICATED=true: nothing is served (issue 18 item 4)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ECHO_", "GEMINI_"))}
     done = subprocess.run(
-        [sys.executable, "-m", "echo.cli", "serve", "--port", str(_free_port()), "--data-dir", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "echo.entrypoints.cli",
+            "serve",
+            "--port",
+            str(_free_port()),
+            "--data-dir",
+            str(tmp_path),
+        ],
         env=env,
         capture_output=True,
         text=True,

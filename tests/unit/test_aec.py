@@ -1,4 +1,4 @@
-"""The AEC block (echo.aec): the seed's exact layout, quoting that survives hostile text, and the
+"""The AEC block (echo.domain.aec): the seed's exact layout, quoting that survives hostile text, and the
 environment read from what Open WebUI sends (with the valves' defaults when it sends nothing usable)."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 import yaml
-from fakes.shared_data import SHARED
+from fakes.shared_data import SEEDS
 
-import echo.aec as aec
-from echo import chain
+import echo.domain.aec as aec
 from echo.config.live import LiveConfig
 from echo.config.settings import Settings
 from echo.config.valves import ContextValves
+from echo.domain import chain
 from echo.errors import ConfigError
 
 # Seed 000's example block, as the seed writes it.
@@ -106,10 +106,7 @@ def test_the_seed_example_renders_exactly_as_the_seed_writes_it() -> None:
 
 
 def test_the_copy_above_is_the_seeds_own_text() -> None:
-    seed = SHARED / "seeds" / "000_8b33b139359d401d.txt"
-    if not seed.exists():
-        pytest.skip("../shared is not here")
-    text = seed.read_text(encoding="utf-8")
+    text = (SEEDS / "000_8b33b139359d401d.txt").read_text(encoding="utf-8")
     start = text.index("\n" + aec.BLOCK_OPEN + "\n") + 1
     end = text.index(aec.BLOCK_CLOSE) + len(aec.BLOCK_CLOSE)
     assert text[start:end] == SEED_BLOCK
@@ -404,7 +401,8 @@ def test_public_api_is_pinned_and_the_package_is_pure() -> None:
     ]
     allowed = {
         "__future__", "collections.abc", "dataclasses", "datetime", "re", "typing", "zoneinfo", "yaml",
-        "echo.aec", "echo.aec.entries", "echo.aec.environment", "echo.aec.rendering", "echo.config",
+        "echo.domain.aec", "echo.domain.aec.entries", "echo.domain.aec.environment",
+        "echo.domain.aec.rendering", "echo.config",
     }  # fmt: skip
     for path in pathlib.Path(aec.__file__).parent.glob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -416,7 +414,7 @@ def test_public_api_is_pinned_and_the_package_is_pure() -> None:
 
 
 def test_plan_statuses_match_the_migration() -> None:
-    migration = pathlib.Path(aec.__file__).parents[1] / "store" / "migrations" / "0011_context.sql"
+    migration = pathlib.Path(aec.__file__).parents[2] / "adapters" / "store" / "migrations" / "0011_context.sql"
     check = re.search(
         r"status\s+text NOT NULL CHECK \(status IN \(([^)]*)\)\)",
         migration.read_text().split("CREATE TABLE plans")[1],
@@ -436,10 +434,12 @@ def test_the_hash_chain_removes_the_whole_block_whatever_its_values(text: str) -
     assert chain.normalize_text(f"{aec.render_block(env)}\n{turn}") == chain.normalize_text(turn)
 
 
-def test_the_readmes_example_is_what_render_block_writes() -> None:
-    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+def test_the_docs_example_is_what_render_block_writes() -> None:
+    page = pathlib.Path(__file__).resolve().parents[2] / "docs" / "capabilities" / "aec.md"
     example = re.search(
-        r"```yaml\n(<environnement_contexte>\n.*?</environnement_contexte>)\n```", readme, re.DOTALL
+        r"```yaml\n(<environnement_contexte>\n.*?</environnement_contexte>)\n```",
+        page.read_text(encoding="utf-8"),
+        re.DOTALL,
     )
     assert example is not None
     env = aec.AecEnvironment(

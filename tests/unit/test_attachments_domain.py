@@ -11,9 +11,9 @@ from fakes import documents
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from echo import tokens
-from echo.attachments import blocks, chunking, extraction, mapreduce, parts, routing
-from echo.attachments import mime as mime_module
+from echo.domain import tokens
+from echo.domain.attachments import blocks, chunking, extraction, mapreduce, parts, routing
+from echo.domain.attachments import mime as mime_module
 
 LIMITS = routing.Limits(max_direct_text_bytes=1000, max_native_bytes=5000, max_file_bytes=100_000)
 TEXT = mime_module.MimeVerdict("text/plain", mime_module.Kind.TEXT)

@@ -1,4 +1,4 @@
-"""Unit tests for echo.chain: hashing, normalisation, chains of Open WebUI messages, branch detection."""
+"""echo.domain.chain: hashing, normalisation, chains of Open WebUI messages, branch detection."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echo import chain
-from echo.chain import (
+from echo.domain import chain
+from echo.domain.chain import (
     ChainLink,
     Divergence,
     build_chain,

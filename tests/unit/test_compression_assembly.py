@@ -1,4 +1,4 @@
-"""Unit and property tests for echo.compression.assembly: head + summary + tail within the budget."""
+"""Unit and property tests for echo.domain.compression.assembly: head + summary + tail within the budget."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from echo.compression import assembly, fence, messages, selection
-from echo.compression.assembly import AssemblyPolicy, assemble
-from echo.compression.messages import conversation_turns, message_tokens
-from echo.compression.selection import StoredSummary
+from echo.domain.compression import assembly, fence, messages, selection
+from echo.domain.compression.assembly import AssemblyPolicy, assemble
+from echo.domain.compression.messages import conversation_turns, message_tokens
+from echo.domain.compression.selection import StoredSummary
 
 SHORT = st.text(alphabet="abc é\n#", max_size=30)
 LONG = st.lists(
@@ -360,8 +360,8 @@ def test_policy_validation_and_valves() -> None:
         AssemblyPolicy(max_context_tokens=-5)
     with pytest.raises(ValueError, match="tool_trim_threshold_chars"):
         AssemblyPolicy(tool_trim_threshold_chars=0)
-    from echo.compression.budgets import Thresholds
     from echo.config.valves import CompressionValves
+    from echo.domain.compression.budgets import Thresholds
 
     policy = AssemblyPolicy.from_valves(
         CompressionValves(keep_first=2, keep_last=3, tool_trim_threshold_chars=50), Thresholds(10, 900, "x")

@@ -1,4 +1,4 @@
-"""Unit tests for echo.compression.compaction: a recorded branch rebuilt, and "summarise it now" planned."""
+"""echo.domain.compression.compaction: a recorded branch rebuilt, and "summarise it now" planned."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echo.compression.compaction import MissingMessages, plan_compaction, rebuild_branch
-from echo.compression.messages import conversation_turns
-from echo.compression.planning import plan_summary
-from echo.compression.selection import StoredSummary
-from echo.store.conversations import stored_message
+from echo.adapters.store.conversations import stored_message
+from echo.domain.compression.compaction import MissingMessages, plan_compaction, rebuild_branch
+from echo.domain.compression.messages import conversation_turns
+from echo.domain.compression.planning import plan_summary
+from echo.domain.compression.selection import StoredSummary
 
 
 def _turns(n: int) -> list[dict[str, Any]]:

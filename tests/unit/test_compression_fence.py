@@ -1,13 +1,18 @@
-"""Unit tests for echo.compression.fence and locales: the summary fenced as history, in every locale."""
+"""echo.domain.compression.fence and locales: the summary fenced as history, in every locale."""
 
 from __future__ import annotations
 
 import pytest
 
-from echo import chain
-from echo.compression import locales
-from echo.compression.fence import fenced_summary, is_injected_summary, strip_reply_guidance, summary_message
-from echo.compression.locales import LOCALES, detect_locale, resolve_locale
+from echo.domain import chain
+from echo.domain.compression import locales
+from echo.domain.compression.fence import (
+    fenced_summary,
+    is_injected_summary,
+    strip_reply_guidance,
+    summary_message,
+)
+from echo.domain.compression.locales import LOCALES, detect_locale, resolve_locale
 
 STALE = """<working_memory>
   <current_goal>Build the market-entry framework</current_goal>

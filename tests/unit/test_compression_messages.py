@@ -1,4 +1,4 @@
-"""Unit tests for echo.compression.messages and groups: kinds, costs, the turns' chain, atomic groups."""
+"""echo.domain.compression.messages and groups: kinds, costs, the turns' chain, atomic groups."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echo import chain, tokens
-from echo.compression import fence
-from echo.compression.groups import Group, boundaries, ceil_boundary, floor_boundary, turn_groups
-from echo.compression.messages import (
+from echo.domain import chain, tokens
+from echo.domain.compression import fence
+from echo.domain.compression.groups import Group, boundaries, ceil_boundary, floor_boundary, turn_groups
+from echo.domain.compression.messages import (
     Kind,
     content_text,
     conversation_turns,

@@ -1,4 +1,4 @@
-"""Unit tests for echo.compression budgets, planning, prompts and fitting: the summary job's pure side."""
+"""echo.domain.compression budgets, planning, prompts and fitting: the summary job's pure side."""
 
 from __future__ import annotations
 
@@ -8,17 +8,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echo.compression import prompts
-from echo.compression.assembly import AssemblyPolicy, assemble
-from echo.compression.budgets import SummaryWindow, Thresholds, needs_summary, summary_window, thresholds_for
-from echo.compression.fitting import fit_summary_input
-from echo.compression.groups import boundaries, turn_groups
-from echo.compression.messages import conversation_turns
-from echo.compression.planning import plan_summary, summary_job_key
-from echo.compression.selection import StoredSummary
 from echo.config.valves import CompressionValves
+from echo.domain.compression import prompts
+from echo.domain.compression.assembly import AssemblyPolicy, assemble
+from echo.domain.compression.budgets import (
+    SummaryWindow,
+    Thresholds,
+    needs_summary,
+    summary_window,
+    thresholds_for,
+)
+from echo.domain.compression.fitting import fit_summary_input
+from echo.domain.compression.groups import boundaries, turn_groups
+from echo.domain.compression.messages import conversation_turns
+from echo.domain.compression.planning import plan_summary, summary_job_key
+from echo.domain.compression.selection import StoredSummary
+from echo.domain.tokens import estimate_tokens
 from echo.errors import ConfigError
-from echo.tokens import estimate_tokens
 
 
 def _chat(n: int, words: int = 3) -> list[dict[str, Any]]:

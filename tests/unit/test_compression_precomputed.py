@@ -8,11 +8,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from echo import tokens
-from echo.compression import assembly, fence, groups, selection
-from echo.compression import messages as msgs
-from echo.compression import trimming as trimming_module
-from echo.filters import compression, compression_costs
+from echo.capabilities.compression import costs as compression_costs
+from echo.capabilities.compression import filter as compression
+from echo.domain import tokens
+from echo.domain.compression import assembly, fence, groups, selection
+from echo.domain.compression import messages as msgs
+from echo.domain.compression import trimming as trimming_module
 
 TEXTS = st.one_of(
     st.text(alphabet="ab é\n#", max_size=20),

@@ -12,14 +12,13 @@ from fakes.shared_data import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from echo import bodies, chain
-from echo.compression import compaction, locales, references, selection
-from echo.compression import messages as msgs
+from echo.capabilities import base
+from echo.capabilities.compression import filter as compression_filter
+from echo.capabilities.compression import references as references_filter
 from echo.config import valves
-from echo.filters import base
-from echo.filters import compression as compression_filter
-from echo.filters import references as references_filter
-from echo.openwebui import history
+from echo.domain import bodies, chain, history
+from echo.domain.compression import compaction, locales, references, selection
+from echo.domain.compression import messages as msgs
 
 REF = references.ChatReference("chat-a", "Trip planning")
 
@@ -264,10 +263,7 @@ def test_a_block_never_exceeds_its_budget(
 
 
 def stored_chat() -> dict[str, Any]:
-    path = FIXTURES / "tool_flow" / "stored_chat.json"
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
-    return json.loads(path.read_text())
+    return json.loads((FIXTURES / "tool_flow" / "stored_chat.json").read_text())
 
 
 def test_the_active_branch_runs_from_the_root_to_current_id() -> None:

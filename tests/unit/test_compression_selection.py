@@ -1,4 +1,4 @@
-"""Unit and property tests for echo.compression.selection: branch-valid summaries only."""
+"""Unit and property tests for echo.domain.compression.selection: branch-valid summaries only."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echo.compression.messages import conversation_turns
-from echo.compression.selection import StoredSummary, is_valid_for, select_summary
+from echo.domain.compression.messages import conversation_turns
+from echo.domain.compression.selection import StoredSummary, is_valid_for, select_summary
 
 TEXTS = st.text(alphabet="abcxyz ", min_size=1, max_size=10)
 

@@ -1,4 +1,4 @@
-"""Unit tests for echo.compression.trimming: tool-output placeholders and structure-aware folding."""
+"""Unit tests for echo.domain.compression.trimming: tool-output placeholders and structure-aware folding."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echo.compression.groups import turn_groups
-from echo.compression.messages import conversation_turns
-from echo.compression.trimming import fold_message, fold_text, tool_output_trims
+from echo.domain.compression.groups import turn_groups
+from echo.domain.compression.messages import conversation_turns
+from echo.domain.compression.trimming import fold_message, fold_text, tool_output_trims
 
 
 def _call(call_id: str) -> dict[str, Any]:

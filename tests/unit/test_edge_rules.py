@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from echo.hooks import edge, security, wire
+from echo.entrypoints.http import edge, security, wire
 
 HOOKS_KEY, ADMIN_KEY = "hooks-key-0123456789", "admin-key-0123456789"
 

@@ -8,11 +8,11 @@ import json
 import time
 from typing import Any
 
-from echo import bodies
+from echo.capabilities import base
+from echo.capabilities.masking import filter as masking_filter
 from echo.config.valves import ContextValves
-from echo.filters import base
-from echo.filters import masking as masking_filter
-from echo.hooks import runner
+from echo.domain import bodies
+from echo.entrypoints.http import runner
 
 GOOGLE_KEY = "AIza" + "SyD" + "x7" * 16
 BODY = {

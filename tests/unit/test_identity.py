@@ -1,7 +1,7 @@
 """Who a hook call is for (issue 18, part 2): the `user` object Open WebUI attaches, never a body field.
 
 Forged bodies here need nothing outside the repository; the captured Open WebUI 0.12.4 calls
-(`../shared/fixtures/owui-0.12.4/`) check that real traffic names one user everywhere, so the
+(`tests/fixtures/owui-0.12.4/`) check that real traffic names one user everywhere, so the
 mismatch counter stays at zero for it.
 """
 
@@ -15,8 +15,8 @@ from fakes.metric_samples import sample
 from fakes.shared_data import FIXTURES, load_fixture
 from structlog.testing import capture_logs
 
-from echo import bodies, shadow
-from echo.hooks import identity
+from echo.domain import bodies, shadow
+from echo.entrypoints.http import identity
 
 MALLORY = {"id": "mallory", "name": "Mallory", "email": "m@example.com", "role": "user"}
 
@@ -167,6 +167,4 @@ def test_the_pipes_chat_call_carries_open_webuis_user_and_no_other(name: str) ->
 
 
 def test_the_fixture_folder_is_where_the_tests_look() -> None:
-    if not FIXTURES.is_dir():
-        pytest.skip("../shared/ is absent")
     assert all((FIXTURES / name).is_file() for name in FILTER_CALLS + CHAT_CALLS)

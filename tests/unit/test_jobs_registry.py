@@ -1,15 +1,21 @@
-"""Handlers by kind: registration rules, per-kind policies, the public API of `echo.jobs`."""
+"""Handlers by kind: registration rules, per-kind policies, payload models validated once before the
+handler runs, the public API of `echo.queue`."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
+from pydantic import Field
 
-import echo.jobs
+import echo.queue
+from echo.capabilities import handlers
 from echo.config.settings import Settings
-from echo.jobs import domain, errors, kinds
-from echo.jobs.registry import Registry
+from echo.domain import jobs as domain
+from echo.domain import kinds
+from echo.queue import errors, execution, payloads
+from echo.queue.registry import Registry
 
 
 async def _noop(job: domain.Job) -> None:
@@ -59,18 +65,87 @@ def test_unknown_kind_is_a_permanent_error() -> None:
 
 
 def test_retry_later_refuses_a_negative_delay() -> None:
-    assert errors.RetryLater(delay_seconds=3).delay_seconds == 3
+    assert errors.RetryLater(delay_seconds=3).retry_after_s == 3
     with pytest.raises(ValueError, match="negative"):
         errors.RetryLater(delay_seconds=-1)
 
 
 def test_builtin_registry_runs_summaries_distillations_and_map_reduce(tmp_path: Path) -> None:
-    registry = kinds.builtin_registry(Settings(data_dir=tmp_path), None)  # type: ignore[arg-type]
+    registry = handlers.builtin_registry(Settings(data_dir=tmp_path), None)  # type: ignore[arg-type]
     assert set(registry.kinds) == {kinds.SUMMARY, kinds.DISTILL, kinds.MAP_REDUCE}
+    assert {spec.kind: spec.payload.KIND for spec in registry if spec.payload is not None} == {
+        kinds.SUMMARY: kinds.SUMMARY,
+        kinds.DISTILL: kinds.DISTILL,
+        kinds.MAP_REDUCE: kinds.MAP_REDUCE,
+    }  # every built-in kind declares its payload
+
+
+class Merge(payloads.Payload):
+    KIND: ClassVar[str] = kinds.MERGE
+
+    user_id: str = Field(min_length=1)
+    memory_ids: tuple[str, ...] = Field(min_length=2)
+
+
+class Merges:
+    def __init__(self) -> None:
+        self.seen: list[tuple[domain.Job, Merge]] = []
+
+    async def __call__(self, job: domain.Job, payload: Merge, /) -> None:
+        self.seen.append((job, payload))
+
+
+def _job(payload: object, attempts: int = 1) -> domain.Job:
+    return domain.Job(id=7, kind=kinds.MERGE, payload=payload, attempts=attempts)  # type: ignore[arg-type]
+
+
+async def test_a_kind_with_a_payload_model_gets_its_payload_validated_into_it() -> None:
+    handler = Merges()
+    spec = Registry().register(kinds.MERGE, handler, payload=Merge)
+    assert (spec.payload, spec.handler) == (Merge, handler)
+    job = _job({"user_id": "u1", "memory_ids": ["a", "b"], "from_a_newer_release": True})
+    await spec.run(job)
+    assert handler.seen == [(job, Merge(user_id="u1", memory_ids=("a", "b")))]
+
+
+async def test_a_payload_that_does_not_validate_is_dead_at_its_first_attempt_naming_the_field() -> None:
+    handler = Merges()
+    spec = Registry().register(kinds.MERGE, handler, payload=Merge, max_attempts=5)
+    transition = await execution.attempt(_job({"user_id": "u1", "memory_ids": ["a"]}), spec, 0.5)
+    assert transition.state is domain.JobState.DEAD  # at attempt 1 of 5: never a retry loop
+    assert transition.last_error == (
+        "PermanentJobError: malformed merge payload: memory_ids: Tuple should have at least 2 items after"
+        " validation, not 1"
+    )
+    later = await execution.attempt(_job({"user_id": "u1", "memory_ids": ["a", "b"], "v": 2}), spec, 0.5)
+    assert (
+        later.last_error
+        == "PermanentJobError: malformed merge payload: v: this worker reads version 1, not 2"
+    )
+    assert handler.seen == []  # the handler never saw either
+
+
+async def test_the_decorator_declares_the_payload_too_and_a_kind_without_one_gets_the_raw_job() -> None:
+    registry = Registry()
+    seen: list[object] = []
+
+    @registry.handler(kinds.MERGE, payload=Merge)
+    async def merge(job: domain.Job, payload: Merge, /) -> None:
+        seen.append(payload)
+
+    @registry.handler("custom")
+    async def custom(job: domain.Job) -> None:
+        seen.append(job.payload)
+
+    assert registry.get(kinds.MERGE).payload is Merge
+    assert registry.get("custom").payload is None
+    await registry.get(kinds.MERGE).run(_job({"user_id": "u", "memory_ids": ["a", "b"]}))
+    await registry.get("custom").run(_job({"anything": 1}))
+    assert seen == [Merge(user_id="u", memory_ids=("a", "b")), {"anything": 1}]
 
 
 def test_public_api_is_pinned() -> None:
-    assert sorted(echo.jobs.__all__) == [
+    assert sorted(echo.queue.__all__) == [
         "Job",
         "JobError",
         "JobHandler",
@@ -84,12 +159,11 @@ def test_public_api_is_pinned() -> None:
         "RetryPolicy",
         "UnknownJobKind",
         "Worker",
-        "run_worker",
     ]
-    for name in echo.jobs.__all__:
-        assert getattr(echo.jobs, name) is not None
+    for name in echo.queue.__all__:
+        assert getattr(echo.queue, name) is not None
     with pytest.raises(AttributeError):
-        _ = echo.jobs.Nothing  # type: ignore[attr-defined]
+        _ = echo.queue.Nothing  # type: ignore[attr-defined]
 
 
 def test_each_kind_has_a_timeout_that_registration_can_override() -> None:

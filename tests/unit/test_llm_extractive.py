@@ -8,8 +8,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from echo import tokens
-from echo.llm import extractive
+from echo.domain import extractive, tokens
 
 TRANSCRIPT = """\
 <compression_input>
@@ -147,7 +146,7 @@ def test_kept_sentences_are_in_conversation_order(facts: list[int], budget: int)
 
 
 def test_the_material_of_a_summary_prompt_is_the_conversation_not_the_instructions() -> None:
-    from echo.compression.prompts import build_summary_prompt
+    from echo.domain.compression.prompts import build_summary_prompt
 
     prompt = build_summary_prompt(
         "[1] User: The vault opens with the brass key.", "The user keeps a vault.", max_summary_tokens=200

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from echo.llm import errors, gemini, offline, openai_compatible
-from echo.llm.interface import LLMRequest, Media
+from echo.adapters.llm import errors, gemini, offline, openai_compatible
+from echo.ports.llm import LLMRequest, Media
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 

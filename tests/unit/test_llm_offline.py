@@ -12,10 +12,9 @@ from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
-from echo import tokens
-from echo.llm import extractive
-from echo.llm.interface import LLMRequest
-from echo.llm.offline import OfflineLLM, fill_schema
+from echo.adapters.llm.offline import OfflineLLM, fill_schema
+from echo.domain import extractive, tokens
+from echo.ports.llm import LLMRequest
 
 CONVERSATION = """user: I am migrating the billing service from MySQL to PostgreSQL this quarter.
 assistant: Good plan. The billing service should keep its invoices table partitioned by month.

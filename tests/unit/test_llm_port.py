@@ -9,21 +9,21 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from echo.config.settings import Settings
-from echo.llm import (
+from echo.adapters.llm import (
     calls,
     errors,
-    extractive,
     factory,
     gemini,
     gemini_chat,
-    interface,
     offline,
     openai_compatible,
     responses,
     retries,
 )
-from echo.llm.interface import LLM, LLMRequest, LLMResult, Usage
+from echo.config.settings import Settings
+from echo.domain import extractive
+from echo.ports import llm as interface
+from echo.ports.llm import LLM, LLMRequest, LLMResult, Usage
 
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -10,7 +10,7 @@ from fakes.openai_server import completion
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echo.llm import errors, responses
+from echo.adapters.llm import errors, responses
 
 SHAPES = ["message", "parts", "responses"]
 

@@ -9,8 +9,15 @@ from email.utils import format_datetime
 
 import pytest
 
-from echo.llm.errors import EmptyAnswer, InvalidJSON, LLMError
-from echo.llm.retries import RetryPolicy, backoff_delay, call_with_retries, is_retryable, parse_retry_after
+from echo.adapters.llm.errors import EmptyAnswer, InvalidJSON, LLMError
+from echo.adapters.llm.retries import (
+    RetryPolicy,
+    backoff_delay,
+    call_with_retries,
+    is_retryable,
+    parse_retry_after,
+)
+from echo.errors import EchoError
 
 
 class Script:
@@ -50,6 +57,8 @@ def overloaded(retry_after: float | None = None) -> LLMError:
         (EmptyAnswer("x"), False),
         (InvalidJSON("x"), True),
         (ValueError("x"), False),
+        (EchoError("x", retryable=True), True),  # the root's flag decides, whichever error carries it
+        (EchoError("x"), False),
     ],
 )
 def test_only_retryable_llm_errors_are_retried(error: BaseException, expected: bool) -> None:

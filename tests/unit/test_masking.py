@@ -1,4 +1,4 @@
-"""Unit tests for echo.masking: secret corpus, near misses, data URIs, idempotence and streaming, and
+"""Unit tests for echo.domain.masking: secret corpus, near misses, data URIs, idempotence and streaming, and
 the ways of writing a key that issue 18 found leaking (zero-width characters, fullwidth letters, glued
 or split keys, escapes, base64 private keys, AWS secrets beside their names, odd PEM blocks).
 
@@ -25,8 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from echo import masking
-from echo.masking import SECRET_KINDS, MaskResult, StreamMasker, mask_secrets, may_hold_secret
+from echo.domain import masking
+from echo.domain.masking import SECRET_KINDS, MaskResult, StreamMasker, mask_secrets, may_hold_secret
 
 LABEL = {kind.name: kind.label for kind in SECRET_KINDS}
 ALNUM = string.ascii_letters + string.digits

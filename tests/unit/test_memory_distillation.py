@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from echo import tokens
-from echo.llm import offline
-from echo.memory import distillation, recall
+from echo.adapters.llm import offline
+from echo.domain import tokens
+from echo.domain.memory import distillation, recall
 
 VALID = {
     "worth_remembering": True,
@@ -52,6 +52,16 @@ def test_a_missing_field_or_a_non_object_is_invalid() -> None:
         "memory_id" in p for p in distillation.validate({k: v for k, v in VALID.items() if k != "memory_id"})
     )
     assert distillation.validate(["not", "an", "object"]) == ["(answer): expected a JSON object, got list"]
+
+
+def test_the_validation_checks_the_fields_of_the_schema_sent_to_the_model() -> None:
+    schema = distillation.DISTILLATION_SCHEMA
+    assert set(distillation._Answer.model_fields) == set(schema["properties"]) == set(schema["required"])
+
+
+def test_an_integral_float_is_an_integer_and_a_boolean_is_not() -> None:
+    assert distillation.validate({**VALID, "memory_importance": 4.0}) == []
+    assert distillation.validate({**VALID, "memory_importance": True})[0].startswith("memory_importance: ")
 
 
 def test_nothing_worth_remembering_makes_no_memory() -> None:

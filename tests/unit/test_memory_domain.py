@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echo import chain, tokens
-from echo.memory import cleaning, collisions, merging, windows, worth
+from echo.domain import chain, tokens
+from echo.domain.memory import cleaning, collisions, distillation, merging, windows, worth
 
 
 def hashes(count: int) -> list[str]:
@@ -155,7 +155,7 @@ def test_the_offline_merge_keeps_every_sentence_of_both_once() -> None:
 
 
 def test_a_merge_answer_without_text_is_invalid_naming_the_field() -> None:
-    with pytest.raises(ValueError, match="summary"):
+    with pytest.raises(distillation.InvalidDistillation, match="summary"):
         merging.parse_merge({"summary": "  "})
     assert merging.parse_merge({"summary": " merged "}) == "merged"
 

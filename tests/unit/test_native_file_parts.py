@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 
-from echo.llm import openai_to_gemini
+from echo.domain import openai_to_gemini
 
 
 def test_a_file_part_becomes_inline_data_in_order() -> None:

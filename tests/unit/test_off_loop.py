@@ -11,16 +11,17 @@ from typing import Any
 
 import pytest
 
-from echo import bodies, offload
-from echo.filters import base, compression_costs
-from echo.filters import compression as compression_filter
-from echo.filters import context as context_filter
-from echo.filters import masking as masking_filter
-from echo.filters import memory as memory_filter
-from echo.llm import extractive
-from echo.llm import interface as llm
-from echo.llm.offline import OfflineLLM
-from echo.store import errors as store_errors
+from echo.adapters.llm.offline import OfflineLLM
+from echo.adapters.store import errors as store_errors
+from echo.capabilities import base
+from echo.capabilities.compression import costs as compression_costs
+from echo.capabilities.compression import filter as compression_filter
+from echo.capabilities.context import filter as context_filter
+from echo.capabilities.masking import filter as masking_filter
+from echo.capabilities.memory import filter as memory_filter
+from echo.domain import bodies, extractive
+from echo.ports import llm
+from echo.support import offload
 
 
 class Threads:
@@ -125,7 +126,7 @@ async def test_a_long_chats_compression_inlet_hashes_and_assembles_off_the_loop(
     assert await flt.inlet(body, context(flt.id, "inlet", body)) == body
     here = threading.current_thread()
     assert threads.off(f"{flt.costs}.prepare", here)
-    assert threads.off("echo.compression.assembly.assemble", here)
+    assert threads.off("echo.domain.compression.assembly.assemble", here)
 
 
 class _DownStore:
@@ -152,7 +153,7 @@ async def test_a_long_chats_first_memory_outlet_hashes_off_the_loop(
     assert await flt.outlet(body, ctx) is body
     here = threading.current_thread()
     assert threads.off(f"{flt.costs}.prepare", here)
-    assert threads.off("echo.filters.compression.unfold_output_items", here)
+    assert threads.off("echo.capabilities.compression.filter.unfold_output_items", here)
     assert "nothing was memorised" in ctx.events[0].description  # the windows were due: it got that far
 
 
@@ -167,7 +168,7 @@ async def test_a_long_chats_masking_outlet_runs_off_the_loop(
     answer = await flt.outlet(body, context(flt.id, "outlet", body))
     assert key not in str(answer)
     assert answer["messages"][:11] == body["messages"][:11]
-    assert threads.off("echo.bodies.map_assistant_text", threading.current_thread())
+    assert threads.off("echo.domain.bodies.map_assistant_text", threading.current_thread())
     assert masking_filter.WITHHELD not in str(answer)
 
 
@@ -183,7 +184,7 @@ async def test_the_offline_llm_computes_on_a_worker_thread(
     )
     result = await OfflineLLM("test").generate(request)
     assert result.text
-    assert threads.off("echo.llm.extractive.summarize", threading.current_thread())
+    assert threads.off("echo.domain.extractive.summarize", threading.current_thread())
 
 
 def test_spies_name_what_they_spy() -> None:
@@ -194,8 +195,8 @@ def test_spies_name_what_they_spy() -> None:
         extractive.summarize("One sentence here. Another one there.", 20)
     finally:
         monkeypatch.undo()
-    assert list(threads.seen) == ["echo.llm.extractive.summarize"]
-    assert threads.off("echo.llm.extractive.summarize", threading.current_thread()) is False
+    assert list(threads.seen) == ["echo.domain.extractive.summarize"]
+    assert threads.off("echo.domain.extractive.summarize", threading.current_thread()) is False
 
 
 async def test_while_work_runs_off_the_loop_the_loop_gets_the_gil_back_sooner() -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echo.llm.openai_to_gemini import (
+from echo.domain.openai_to_gemini import (
     ContentDict,
     gemini_model_id,
     to_gemini_config,
@@ -326,7 +326,7 @@ def test_the_result_is_plain_data_the_sdk_accepts() -> None:
     """The adapter turns the plain result into SDK types (the conversion itself imports no SDK)."""
     from google.genai import types
 
-    from echo.llm import gemini_chat
+    from echo.adapters.llm import gemini_chat
 
     look = [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": PNG_URI}]
     request = body(

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from echo_operator import apply, children
+from echo_operator import children
+from echo_operator.kube import ApiError
 
 SPEC: dict[str, Any] = {"database": {"dsnSecretRef": {"name": "db"}}, "llm": {"provider": "offline"}}
 
@@ -42,7 +43,7 @@ class ConflictingKube:
         self.writes.append((status, resource_version))
         if self.conflicts > 0:
             self.conflicts -= 1
-            raise apply.ApiError(409, "Conflict", "PATCH", "/status")
+            raise ApiError(409, "Conflict", "PATCH", "/status")
         return {}
 
 
@@ -55,7 +56,7 @@ async def test_a_conflict_is_retried_from_a_fresh_read() -> None:
 
 async def test_conflicts_are_retried_a_bounded_number_of_times() -> None:
     kube = ConflictingKube(conflicts=100)
-    with pytest.raises(apply.ApiError) as raised:
+    with pytest.raises(ApiError) as raised:
         await children.refresh_status(kube, "tenants", "acme")  # type: ignore[arg-type]
     assert raised.value.status == 409
     assert kube.reads == len(kube.writes) == children.STATUS_ATTEMPTS
@@ -65,9 +66,9 @@ async def test_other_errors_are_not_retried() -> None:
     kube = ConflictingKube(conflicts=0)
 
     async def outage(*_: Any, **__: Any) -> dict[str, Any]:
-        raise apply.ApiError(503, "Service Unavailable", "PATCH", "/status")
+        raise ApiError(503, "Service Unavailable", "PATCH", "/status")
 
     kube.patch_status = outage  # type: ignore[method-assign]
-    with pytest.raises(apply.ApiError):
+    with pytest.raises(ApiError):
         await children.refresh_status(kube, "tenants", "acme")  # type: ignore[arg-type]
     assert kube.reads == 1

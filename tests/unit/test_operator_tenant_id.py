@@ -12,8 +12,8 @@ import hashlib
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from echo.store import tenancy
-from echo.vectors import base as vectors
+from echo.config import tenancy
+from echo.ports import vectors
 from echo_operator.tenant import TENANT_ID_MAX, tenant_id
 
 # What Kubernetes accepts: a namespace is a DNS-1123 label; an object name a DNS-1123 subdomain

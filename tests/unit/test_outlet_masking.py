@@ -1,4 +1,5 @@
-"""Outlet masking under a deadline (echo.filters.masking): off the loop, in chunks, failing closed, and
+"""Outlet masking under a deadline (echo.capabilities.masking.filter): off the loop, in chunks, failing
+closed, and
 every text the web UI shows of an answer (tool-call arguments and results, reasoning, sources)."""
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from echo import bodies, masking
+from echo.capabilities import base
+from echo.capabilities.context.filter import ContextFilter
+from echo.capabilities.events import StatusEvent
+from echo.capabilities.masking import filter as masking_filter
+from echo.capabilities.shadow.filter import PipeFilter
 from echo.config.valves import ContextValves
-from echo.filters import base
-from echo.filters import masking as masking_filter
-from echo.filters.context import ContextFilter
-from echo.filters.events import StatusEvent
-from echo.filters.pipe import PipeFilter
-from echo.hooks import runner
+from echo.domain import bodies, masking
+from echo.entrypoints.http import runner
 
 GOOGLE_KEY = "AIza" + "SyD" + "x7" * 16
 GOOGLE_LABEL = "[CLÉ API GOOGLE MASQUÉE PAR SÉCURITÉ]"

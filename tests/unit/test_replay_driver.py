@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from echo.compression import fence
+from echo.capabilities import registry
 from echo.config import valves as valves_module
-from echo.filters import registry
-from echo.jobs import domain, queue
-from echo.replay import driver, transcripts
+from echo.domain import jobs as domain
+from echo.domain import transcripts
+from echo.domain.compression import fence
+from echo.entrypoints.replay import driver
+from echo.queue import queue
 
 
 class Depths:

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from echo.config import valves as valves_module
+from echo.domain import replay_reports as reports
+from echo.domain.transcripts import Transcript
+from echo.entrypoints.replay import driver, plot
 from echo.errors import ConfigError
-from echo.replay import driver, plot, reports
-from echo.replay.transcripts import Transcript
 
 
 def turn(
@@ -104,7 +105,7 @@ def test_bad_replay_valves_name_the_rule(options: dict[str, object], words: str)
 
 def test_without_matplotlib_the_plot_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # an import of it now fails
-    with pytest.raises(plot.PlotUnavailable, match=r"--plot needs matplotlib.*pip install matplotlib"):
+    with pytest.raises(plot.PlotUnavailable, match=r"--plot needs matplotlib.*pip install 'echo-k8s\[plot\]'"):
         plot.require()
 
 
@@ -138,7 +139,7 @@ def test_held_logs_keep_structlog_and_stdlib_entries_then_restore_the_logging() 
     import structlog
     from structlog.testing import capture_logs
 
-    from echo.replay import command
+    from echo.entrypoints.replay import command
 
     saved = structlog.get_config()
     handlers = logging.getLogger().handlers[:]

@@ -8,19 +8,15 @@ import json
 from typing import Any
 
 import pytest
-from fakes.shared_data import FIXTURES, SHARED
+from fakes.shared_data import FIXTURES, LOCOMO
 
-from echo.replay import driver, transcripts
-from echo.replay.transcripts import Message, TranscriptError, exchanges_of, parse
-
-LOCOMO = SHARED / "data" / "locomo"
+from echo.domain import transcripts
+from echo.domain.transcripts import Message, TranscriptError, exchanges_of, parse
+from echo.entrypoints.replay import driver
 
 
 def stored_chat() -> dict[str, Any]:
-    path = FIXTURES / "tool_flow" / "stored_chat.json"
-    if not path.is_file():
-        pytest.skip(f"{path} not found (../shared/ is absent)")
-    return json.loads(path.read_text())
+    return json.loads((FIXTURES / "tool_flow" / "stored_chat.json").read_text())
 
 
 def node(id_: str, role: str, content: str, parent: str | None, **extra: Any) -> dict[str, Any]:
@@ -206,10 +202,9 @@ def test_a_locomo_turn_from_a_third_speaker_is_refused() -> None:
         parse(locomo(qa=[{"answer": "x"}]))
 
 
-def test_the_shared_locomo_files_parse_whole() -> None:
+def test_the_locomo_fixtures_parse_whole() -> None:
     paths = sorted(LOCOMO.glob("*.json"))
-    if not paths:
-        pytest.skip(f"LoCoMo not found at {LOCOMO}")
+    assert paths, f"no LoCoMo conversation in {LOCOMO}"
     for path in paths:
         data = json.loads(path.read_text())
         [chat] = parse(copy.deepcopy(data), name=path.stem)

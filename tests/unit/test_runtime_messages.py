@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from echo import runtime
 from echo.config.settings import Settings
+from echo.entrypoints import runtime
 
 
 def settings(tmp_path: Path, **changed: object) -> Settings:

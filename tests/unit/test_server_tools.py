@@ -1,4 +1,4 @@
-"""ECHO's server-side tools registry (`echo.hooks.server_tools`): registration, declarations, errors."""
+"""ECHO's server-side tools (`echo.capabilities.shadow.server_tools`): registration, declarations, errors."""
 
 from __future__ import annotations
 
@@ -6,16 +6,15 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from fastapi import HTTPException
-
-from echo.hooks import server_tools
+from echo.capabilities.memory import search as memory_search
+from echo.capabilities.shadow import server_tools
 
 
 async def echo_back(user_id: str, arguments: Mapping[str, Any], backends: Any) -> Any:
     if arguments.get("fail") == "tool":
         raise server_tools.ToolFailed("no such thing")
     if arguments.get("fail") == "http":
-        raise HTTPException(status_code=503, detail="the embedder is not ready")
+        raise memory_search.BackendsNotReady("the embedder is not ready")
     return {"user": user_id, **arguments} if arguments.get("as_dict") else [user_id]
 
 

@@ -1,4 +1,4 @@
-"""The rich shadow's domain (`echo.shadow`): points, stored forms, the suture plan, steps, archive records."""
+"""The rich shadow's domain (`echo.domain.shadow`): points, stored forms, the suture plan, steps, archive."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echo import chain, shadow
-from echo.shadow import parts as parts_module
-from echo.shadow.parts import ContentDict
+from echo.domain import chain, shadow
+from echo.domain.shadow import parts as parts_module
+from echo.domain.shadow.parts import ContentDict
 
 SIG = b"\x00\xffsignature\x01"
 LONG = "file text " * 300  # over PAYLOAD_MIN_CHARS
@@ -437,7 +437,7 @@ def test_the_points_memo_hashes_only_what_a_call_adds_and_sees_edits() -> None:
 
 
 def test_the_process_caches_are_bounded_and_forget_an_owner() -> None:
-    from echo.store import shadow as shadow_store
+    from echo.adapters.store import shadow as shadow_store
 
     payloads = shadow_store.PayloadCache(max_bytes=10)
     owner = ("schema", "u")

@@ -1,4 +1,5 @@
-"""`echo.hooks.stepwise_json`: the same values, bytes and errors as the C functions, in bounded steps
+"""`echo.entrypoints.http.stepwise_json`: the same values, bytes and errors as the C functions, in bounded
+steps
 that let another thread (the event loop) run meanwhile."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from echo.hooks import release, stepwise_json, wire
+from echo.entrypoints.http import release, stepwise_json, wire
 
 
 @pytest.fixture

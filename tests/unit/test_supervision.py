@@ -10,7 +10,8 @@ import pytest
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
-from echo import supervision
+from echo.errors import ConfigError, EchoError
+from echo.support import supervision
 
 FAST = supervision.Backoff(first_seconds=0.01, max_seconds=0.05)
 
@@ -154,4 +155,30 @@ async def test_the_backoff_starts_over_after_a_long_healthy_run() -> None:
         await _until(lambda: runs == 4)
     delays = [e["restart_in"] for e in logs if e["event"] == "background_task_failed"]
     assert delays == [0.001, 0.01, 0.001]
+    await supervisor.aclose()
+
+
+async def test_a_restart_waits_at_least_the_delay_an_error_asked_for_within_the_cap() -> None:
+    supervisor = supervision.Supervisor(backoff=FAST)  # 0.01 s, 0.02 s … at most 0.05 s
+    raised = [
+        EchoError("busy", retry_after_s=0.03),  # longer than the backoff: honoured
+        EchoError("busy", retry_after_s=0.0),  # shorter: the backoff (0.02 s) stands
+        EchoError("down for an hour", retry_after_s=3600),  # never past the cap
+        ConfigError("the mounted file does not parse"),  # permanent, restarted all the same
+    ]
+    runs = 0
+
+    async def loop() -> None:
+        nonlocal runs
+        runs += 1
+        if raised:
+            raise raised.pop(0)
+        await asyncio.Event().wait()
+
+    with capture_logs() as logs:
+        supervisor.keep_running("unit-asked", loop)
+        await _until(lambda: runs == 5)
+    delays = [e["restart_in"] for e in logs if e["event"] == "background_task_failed"]
+    assert delays == [0.03, 0.02, 0.05, 0.05]
+    assert supervisor.readiness()["tasks"]["unit-asked"]["state"] == "running"
     await supervisor.aclose()

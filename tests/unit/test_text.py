@@ -1,4 +1,4 @@
-"""Unit tests for echo.text: what PostgreSQL and Qdrant cannot keep (NUL, lone surrogates) is replaced."""
+"""echo.domain.text: what PostgreSQL and Qdrant cannot keep (NUL, lone surrogates) is replaced."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from echo import text
-from echo.text import REPLACEMENT, is_storable, storable, storable_json, storable_value
+from echo.domain import text
+from echo.domain.text import REPLACEMENT, is_storable, storable, storable_json, storable_value
 
 # Every code point, lone surrogates and NUL included (hypothesis leaves surrogates out by default),
 # with the unstorable ones and the halves of a pair drawn often.

@@ -1,4 +1,4 @@
-"""Unit tests for echo.tokens: the offline o200k_base counter, the estimator and the exact fallback."""
+"""Unit tests for echo.domain.tokens: the offline o200k_base counter, the estimator and the exact fallback."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echo import tokens
-from echo.tokens import (
+from echo.domain import tokens
+from echo.domain.tokens import (
     MESSAGE_OVERHEAD_TOKENS,
     TokenCount,
     TokenizerUnavailable,

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from echo.config import snapshot, valves
+from echo.entrypoints.http import openapi_docs
 from echo.errors import ConfigError
-from echo.hooks import openapi_docs
 
 FILTERS = sorted(valves.FILTER_VALVES)
 

@@ -352,8 +352,8 @@ class Settings(BaseSettings):
     @field_validator("tenant")
     @classmethod
     def _safe_tenant(cls, value: str) -> str:
+        from echo.config import tenancy
         from echo.errors import ConfigError
-        from echo.store import tenancy
 
         try:
             return tenancy.validate_tenant(value)

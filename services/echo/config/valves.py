@@ -7,7 +7,8 @@ Every valve is bounded and takes only its own type: a boolean is `true` or `fals
 `"yes"`), a number is a JSON number or its plain decimal text (`"8"`, `"0.85"`: Open WebUI's valves
 editor sends an edited number as text; not `" 8"`, `"8.0"` for an integer, `"1e3"` or `"nan"`), a
 model name or default text holds no control character. The rules across valves (`Valves.RULES`) are
-what JSON Schema cannot say; the OpenAPI document lists them (`echo.hooks.openapi_docs.valves_body`).
+what JSON Schema cannot say; the OpenAPI document lists them
+(`echo.entrypoints.http.openapi_docs.valves_body`).
 """
 
 from __future__ import annotations

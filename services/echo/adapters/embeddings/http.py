@@ -1,0 +1,206 @@
+"""``HttpEmbedder``: an Infinity / OpenAI-style ``POST {base}/embeddings`` client.
+
+The configured URL is the base: Infinity serves ``/embeddings`` at its root, OpenAI-style servers
+under ``/v1`` (configure ``http://host/v1``). Texts go in batches of ``batch_size``, one request per
+batch, in order. A batch is retried with tenacity on 408/429/5xx, timeouts and transport errors,
+waiting what the server's ``Retry-After`` asks (capped) or an exponential backoff; anything else, and
+a malformed answer, fails at once. Every failure surfaces as ``EmbeddingError``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import tenacity
+
+from echo.ports import embeddings as base
+from echo.support import metrics
+
+__all__ = ["HttpEmbedder", "parse_retry_after"]
+
+_RETRYABLE_STATUS = frozenset({408, 425, 429})
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date); None if absent/bad."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+class HttpEmbedder:
+    """An ``Embedder`` over HTTP. Pass ``client`` to inject a transport (tests); it is then not closed."""
+
+    backend = "http"
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        batch_size: int = 32,
+        timeout_s: float = 30.0,
+        max_attempts: int = 4,
+        backoff_s: float = 0.5,
+        max_wait_s: float = 10.0,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.url = base_url.rstrip("/") + "/embeddings"
+        self._model = model
+        self._served_model: str | None = None
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._batch_size = batch_size
+        self._timeout = httpx.Timeout(timeout_s)
+        self._timeout_s = timeout_s
+        self._max_attempts = max(1, max_attempts)
+        self._backoff = tenacity.wait_exponential(multiplier=backoff_s, max=max_wait_s)
+        self._max_wait_s = max_wait_s
+        self._client = client or httpx.AsyncClient(timeout=self._timeout)
+        self._owns_client = client is None
+        self._dimension: int | None = None
+
+    @property
+    def model_name(self) -> str:
+        return self._model or self._served_model or "unknown"
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            raise base.unknown_dimension(self.model_name)
+        return self._dimension
+
+    async def probe(self) -> int:
+        await self.embed(["ping"])
+        return self.dimension
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not one string")
+        vectors: list[list[float]] = []
+        for batch in base.batched(texts, self._batch_size):
+            vectors.extend(await self._embed_batch(batch))
+        return vectors
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
+        retrying = tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt(self._max_attempts),
+            wait=self._wait,
+            retry=tenacity.retry_if_exception(
+                lambda exc: isinstance(exc, base.EmbeddingError) and exc.retryable
+            ),
+            reraise=True,
+        )
+        result: list[list[float]] = await retrying(self._post, batch)
+        return result
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        if isinstance(error, base.EmbeddingError) and error.retry_after_s is not None:
+            return min(error.retry_after_s, self._max_wait_s)
+        return float(self._backoff(state))
+
+    async def _post(self, batch: list[str]) -> list[list[float]]:
+        body: dict[str, Any] = {"input": batch}
+        if self._model:
+            body["model"] = self._model
+        started = time.perf_counter()
+        try:
+            try:
+                response = await self._client.post(
+                    self.url, json=body, headers=self._headers, timeout=self._timeout
+                )
+            except httpx.TimeoutException as exc:
+                raise base.EmbeddingError(
+                    f"embedding request to {self.url} timed out after {self._timeout_s} s",
+                    retryable=True,
+                    reason="timeout",
+                ) from exc
+            except httpx.TransportError as exc:
+                raise base.EmbeddingError(
+                    f"cannot reach the embedding server at {self.url}: {exc!r}",
+                    retryable=True,
+                    reason="transport",
+                ) from exc
+            if response.status_code != 200:
+                raise _status_error(self.url, response)
+            vectors = self._parse(response, len(batch))
+        except base.EmbeddingError as exc:
+            metrics.EMBEDDING_ERRORS.labels(self.backend, exc.reason).inc()
+            raise
+        metrics.EMBEDDING_LATENCY.labels(self.backend, self.model_name).observe(time.perf_counter() - started)
+        metrics.EMBEDDING_TEXTS.labels(self.backend, self.model_name).inc(len(batch))
+        return vectors
+
+    def _parse(self, response: httpx.Response, expected: int) -> list[list[float]]:
+        def malformed(why: str) -> base.EmbeddingError:
+            return base.EmbeddingError(
+                f"malformed answer from {self.url}: {why}", status=response.status_code, reason="malformed"
+            )
+
+        try:
+            payload = response.json()
+        except ValueError as exc:
+            raise malformed(f"not JSON ({response.text[:80]!r})") from exc
+        data = payload.get("data") if isinstance(payload, dict) else None
+        if not isinstance(data, list) or len(data) != expected:
+            got = len(data) if isinstance(data, list) else type(data).__name__
+            raise malformed(f"expected a `data` list of {expected} embeddings, got {got}")
+        if not all(isinstance(item, dict) for item in data):
+            raise malformed("`data` items must be objects")
+        if all(isinstance(item.get("index"), int) for item in data):
+            data = sorted(data, key=lambda item: item["index"])
+        vectors: list[list[float]] = []
+        for item in data:
+            embedding = item.get("embedding")
+            if (
+                not isinstance(embedding, list)
+                or not embedding
+                or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in embedding)
+            ):
+                raise malformed("an `embedding` is not a non-empty list of numbers")
+            vectors.append(base.l2_normalise([float(x) for x in embedding]))
+        sizes = {len(vector) for vector in vectors}
+        if len(sizes) != 1:
+            raise malformed(f"embeddings of different sizes {sorted(sizes)}")
+        (size,) = sizes
+        if self._dimension is not None and size != self._dimension:
+            raise malformed(f"the dimension changed from {self._dimension} to {size}")
+        self._dimension = size
+        if isinstance(payload.get("model"), str):
+            self._served_model = payload["model"]
+        return vectors
+
+
+def _status_error(url: str, response: httpx.Response) -> base.EmbeddingError:
+    status = response.status_code
+    retryable = status in _RETRYABLE_STATUS or status >= 500
+    detail = response.text[:200].strip()
+    return base.EmbeddingError(
+        f"embedding server at {url} answered {status}: {detail}",
+        status=status,
+        retryable=retryable,
+        retry_after_s=parse_retry_after(response.headers.get("retry-after")),
+        reason=str(status) if status in _RETRYABLE_STATUS else f"{status // 100}xx",
+    )

@@ -1,0 +1,48 @@
+"""Searching a user's long-term memories: the memory API, the tool server and the pipe's own tool
+share this one query."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from echo.errors import EchoError
+from echo.ports import vectors as vectors_base
+
+__all__ = ["BackendsNotReady", "search_memories"]
+
+
+class BackendsNotReady(EchoError):
+    """The embedder and vector store are still being opened; the caller may retry shortly."""
+
+    retryable = True
+
+
+def _vectors(backends: Any) -> vectors_base.VectorStore:
+    vectors = getattr(backends, "vectors", None)
+    if vectors is None:
+        raise BackendsNotReady("the embedder and vector store are not ready yet")
+    found: vectors_base.VectorStore = vectors
+    return found
+
+
+async def search_memories(backends: Any, user_id: str, query: str, k: int) -> list[dict[str, Any]]:
+    """The user's `k` memories nearest to `query`, as the API answers them (payload + score)."""
+    vectors = _vectors(backends)
+    vector = (await backends.embedder.embed([query]))[0]
+    hits = await vectors.search(vectors_base.Kind.MEMORY, vector, user_id=user_id, limit=k)
+    return [
+        {
+            "id": hit.id,
+            "user_id": hit.user_id,
+            "chat_id": hit.chat_id,
+            "score": hit.score,
+            "memory_id": hit.payload.get("memory_id"),
+            "summary": hit.payload.get("summary"),
+            "memory_importance": hit.payload.get("memory_importance"),
+            "tags": hit.payload.get("tags", []),
+            "updated_at": hit.payload.get("timestamp"),
+            "version": hit.payload.get("version"),
+        }
+        for hit in hits
+        if hit.user_id == user_id
+    ]

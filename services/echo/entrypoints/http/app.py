@@ -1,0 +1,255 @@
+"""The hook service application factory."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Protocol
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+import echo
+from echo.adapters.llm import gemini_chat, retries
+from echo.adapters.openwebui import client as openwebui_client
+from echo.capabilities import registry
+from echo.capabilities.shadow import server_tools
+from echo.capabilities.shadow import turn as pipe_turn
+from echo.config import live as live_config
+from echo.config import settings as settings_module
+from echo.entrypoints.http import (
+    chats,
+    edge,
+    memories,
+    openapi_docs,
+    ops,
+    pipe,
+    protocol,
+    security,
+    tools,
+    wire,
+)
+from echo.support import metrics, supervision
+
+__all__ = ["create_app"]
+
+log = structlog.get_logger("echo.hooks")
+
+
+def _count_masked(where: str) -> Callable[[Mapping[str, int]], None]:
+    def record(counts: Mapping[str, int]) -> None:
+        for kind, count in counts.items():
+            metrics.SECRETS_MASKED.labels(kind, where).inc(count)
+        log.info("secrets_masked", where=where, counts=dict(counts))
+
+    return record
+
+
+def _on_reload(ok: bool, error: str | None) -> None:
+    metrics.CONFIG_RELOADS.labels("ok" if ok else "error").inc()
+    metrics.CONFIG_LAST_RELOAD_OK.set(1 if ok else 0)
+
+
+class _RequestContext:
+    """Fresh log context per request, so one request's chat id never leaks into the next, and the
+    request's arrival time (`request.state.received_at`), from which hook deadlines count."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            structlog.contextvars.clear_contextvars()
+            scope.setdefault("state", {})["received_at"] = time.monotonic()
+        await self.app(scope, receive, send)
+
+
+class Backends(Protocol):
+    """The runtime's outside connections, as `/readyz` sees them (`echo.entrypoints.runtime.Runtime`)."""
+
+    async def readiness(self) -> dict[str, dict[str, Any]]: ...
+
+
+BackendsFactory = Callable[[settings_module.Settings], contextlib.AbstractAsyncContextManager[Backends]]
+
+
+def create_app(
+    settings: settings_module.Settings,
+    *,
+    config: live_config.LiveConfig | None = None,
+    chat: gemini_chat.GeminiChat | None = None,
+    backends: BackendsFactory | None = None,
+    supervisor: supervision.Supervisor | None = None,
+) -> FastAPI:
+    """Build echo-hooks. `config` must be loaded already (the CLI loads it to fail fast).
+
+    `backends` opens the store, embedder and vectors for the app's lifetime
+    (`echo.entrypoints.runtime.open_runtime`
+    in `echoctl serve`); without it `/readyz` checks the configuration only. `supervisor` runs the
+    background tasks (the config watcher; give `backends` the same one so /readyz shows theirs too).
+    """
+    supervisor = supervisor or supervision.Supervisor()
+    if config is None:
+        config = live_config.LiveConfig(settings, on_reload=_on_reload)
+        config.load()
+    if chat is None and settings.gemini_api_key is not None:
+        chat = gemini_chat.GeminiChat(
+            settings.gemini_api_key.get_secret_value(),
+            base_url=settings.gemini_base_url,
+            timeout_s=settings.llm_timeout_seconds,
+        )
+    keys = security.Keys(
+        *(key.get_secret_value() if key else None for key in (settings.api_key, settings.admin_key))
+    )
+    if not keys.required(security.HOOKS):
+        log.warning("auth_disabled", reason="ECHO_API_KEY is not set: every caller of the hooks is trusted")
+    if settings.admin_key is None and keys.required(security.ADMIN):
+        log.info(
+            "memory_api_off", reason="ECHO_ADMIN_KEY is not set: /memories, /users and compact answer 403"
+        )
+    openwebui = None
+    if settings.openwebui_url and settings.openwebui_api_key is not None:
+        openwebui = openwebui_client.OpenWebUI(
+            settings.openwebui_url, settings.openwebui_api_key.get_secret_value()
+        )
+    if chat is None:
+        log.warning("pipes_disabled", reason="no Gemini key (ECHO_GEMINI_API_KEY): no echo.* pipe models")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        supervisor.keep_running("config-watch", config.watch)
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                if backends is not None:
+                    app.state.backends = await stack.enter_async_context(backends(settings))
+                yield
+        finally:
+            await supervisor.aclose()
+            if chat is not None:
+                await chat.aclose()
+            if openwebui is not None:
+                await openwebui.aclose()
+
+    app = FastAPI(
+        title="echo-hooks",
+        version=echo.__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        default_response_class=wire.JSONAnswer,  # a lone surrogate in an answer is escaped, never a 500
+    )
+    app.add_middleware(_RequestContext)
+    rules = edge.Rules()
+    # Outermost: the key, the media type and the body limit come before anything reads the body.
+    app.add_middleware(
+        edge.Edge,
+        keys=keys,
+        rules=rules,
+        max_body_bytes=settings.max_body_bytes,
+        allowed_hosts=settings.allowed_hosts,
+    )
+    app.state.config = config
+    app.state.settings = settings
+    app.state.backends = None
+    app.state.supervisor = supervisor
+    filter_set = registry.build_filters(
+        settings.pipe_models,
+        _count_masked("outlet"),
+        store=lambda: getattr(app.state.backends, "store", None),
+        openwebui=lambda: openwebui,
+        runtime=lambda: app.state.backends if hasattr(app.state.backends, "embedder") else None,
+    )
+
+    app.add_exception_handler(RequestValidationError, edge.validation_error)
+    app.add_exception_handler(StarletteHTTPException, edge.http_error)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, error: Exception) -> JSONResponse:
+        log.exception("unhandled_error", path=request.url.path)
+        return JSONResponse({"detail": "internal error; see the service logs"}, status_code=500)
+
+    pipe_options = pipe_turn.PipeOptions(
+        max_tool_rounds=settings.pipe_max_tool_rounds,
+        shadow_deadline_s=settings.pipe_shadow_deadline_ms / 1000,
+        retry=retries.RetryPolicy(
+            max_retries=settings.llm_max_retries, max_total_wait_s=settings.llm_retry_max_wait_seconds
+        ),
+    )
+    pipe_tools = server_tools.builtin_server_tools()
+    protected = keys.dependencies(security.HOOKS)
+    unauthorized = openapi_docs.AUTH_ERRORS if keys.required(security.HOOKS) else {}
+    administered = keys.dependencies(security.ADMIN)
+    admin_errors = _ADMIN_ERRORS if keys.required(security.ADMIN) else {}
+    ops_router = ops.build_ops_router(config)
+    rules.public(
+        *(getattr(route, "path", None) for route in ops_router.routes), tools.OPENAPI_PATH, app.openapi_url
+    )
+    app.include_router(ops_router)
+    app.include_router(tools.build_tools_router(keys))
+    for prefix in ("", "/v1"):
+        memories_router = memories.build_memories_router(max_body_bytes=settings.max_body_bytes)
+        rules.admin(memories_router, prefix)
+        app.include_router(memories_router, prefix=prefix, dependencies=administered, responses=admin_errors)
+        chats_router = chats.build_chats_router(config, max_body_bytes=settings.max_body_bytes)
+        rules.admin(chats_router, prefix)
+        rules.unread(f"{prefix}/pipelines/{{action}}")  # always a 405 saying why (Open WebUI's upload form)
+        # before the protocol's `/{id}/filter/{phase}`, which `/chats/filter/…` matches
+        app.include_router(chats_router, prefix=prefix, dependencies=administered, responses=admin_errors)
+        app.include_router(
+            protocol.build_protocol_router(
+                filter_set=filter_set,
+                config=config,
+                max_body_bytes=settings.max_body_bytes,
+                pipes_enabled=chat is not None,
+            ),
+            prefix=prefix,
+            dependencies=protected,
+            responses=unauthorized,
+        )
+        if chat is not None:
+            app.include_router(
+                pipe.build_pipe_router(
+                    chat=chat,
+                    pipe_ids=set(filter_set.pipes),
+                    max_body_bytes=settings.max_body_bytes,
+                    on_masked=_count_masked("pipe"),
+                    options=pipe_options,
+                    tools=pipe_tools,
+                ),
+                prefix=prefix,
+                dependencies=protected,
+                responses=unauthorized,
+            )
+    _document_the_edge(app)
+    return app
+
+
+# The memory-management API's refusals (DESIGN §3): its own key, apart from the hooks' key.
+_ADMIN_ERRORS: dict[int | str, Any] = {
+    401: {
+        "model": openapi_docs.Problem,
+        "description": "Missing or wrong bearer key (`Authorization: Bearer <ECHO_ADMIN_KEY>`).",
+    },
+    403: {
+        "model": openapi_docs.Problem,
+        "description": "The hooks' key (ECHO_API_KEY) was sent, or ECHO_ADMIN_KEY is not set (the API is"
+        " off).",
+    },
+}
+
+
+def _document_the_edge(app: FastAPI) -> None:
+    """`/openapi.json` says what the edge answers too: 413 and 415 on every POST."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = edge.document(generate(), openapi_docs.Problem.model_json_schema())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

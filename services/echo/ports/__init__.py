@@ -1,0 +1,10 @@
+"""Ports: the Protocols the capabilities depend on, each with its values and errors. Pure, no I/O.
+
+- `vectors.VectorStore` (adapters: Qdrant server or local mode, in-memory fake),
+- `embeddings.Embedder` (adapters: HTTP/Infinity, in-process sentence-transformers, hash fake),
+- `llm.LLM` (adapters: Gemini, OpenAI-compatible, offline),
+- `store.ConversationStore`, `MemoryStore`, `AttachmentStore`, `RegistryStore`, `ShadowStore`,
+  `Transactions`: the tenant's repositories (adapters: PostgreSQL, in memory).
+
+Adapters live in `echo.adapters`; a contract suite (`tests/contract`) runs every adapter of a port.
+"""
