@@ -106,10 +106,11 @@ e2e: install tools
 crds: install
 	$(BIN)/python -m echo_operator.crd
 
-# docs/configuration.md, written from the settings model (a test fails when it is stale).
+# docs/configuration.md (from the settings model) and docs/http-api.md (from /openapi.json); a test fails when either is stale.
 .PHONY: docs
 docs: install
 	$(BIN)/python -m echo.config.reference docs/configuration.md
+	$(BIN)/python scripts/http_reference.py docs/http-api.md
 
 # The documentation site (mkdocs.yml, docs/), built strict: a broken link or anchor, or a page left out
 # of the nav, fails the build. Output in .site/ (ignored). NO_MKDOCS_2_WARNING quiets Material's banner.

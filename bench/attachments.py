@@ -42,15 +42,17 @@ from echo.adapters.embeddings import local
 from echo.adapters.llm import factory as llm_factory
 from echo.adapters.store import attachments, pool
 from echo.adapters.vectors import factory as vectors_factory
+from echo.capabilities import backends as capability_backends
 from echo.capabilities import base
 from echo.capabilities.context import filter as context
-from echo.capabilities.context import map_reduce
+from echo.capabilities.context import map_reduce, payloads
 from echo.capabilities.context import search as context_search
 from echo.config import valves as valves_module
 from echo.config.settings import Settings
 from echo.domain import bodies, tokens
 from echo.domain import jobs as domain
 from echo.domain.attachments import chunking, routing
+from echo.ports import backends as backends_port
 from echo.ports import vectors as vectors_base
 
 GOAL_OVERHEAD = 0.20
@@ -90,13 +92,13 @@ async def floor_seconds(embedder: Any, text: str) -> tuple[float, int]:
     return time.perf_counter() - started, len(chunks)
 
 
-def job(source_id: str, name: str, mime: str) -> domain.Job:
-    payload = {
-        "user_id": "bench-user", "chat_id": "bench", "source_id": source_id, "file_id": source_id,
-        "filename": name, "mime_type": mime, "max_words": 300,
-        "chunk_tokens": CHUNK_TOKENS, "overlap_tokens": OVERLAP_TOKENS,
-    }  # fmt: skip
-    return domain.Job(id=1, kind="map_reduce", payload=payload, attempts=1)
+def job(source_id: str, name: str, mime: str) -> tuple[domain.Job, payloads.MapReducePayload]:
+    payload = payloads.MapReducePayload(
+        user_id="bench-user", chat_id="bench", source_id=source_id, file_id=source_id,
+        filename=name, mime_type=mime, max_words=300,
+        chunk_tokens=CHUNK_TOKENS, overlap_tokens=OVERLAP_TOKENS,
+    )  # fmt: skip
+    return domain.Job(id=1, kind="map_reduce", payload=payload.to_payload(), attempts=1), payload
 
 
 async def ingest(args: argparse.Namespace, store: pool.Store, embedder: Any, vectors: Any) -> str:
@@ -122,7 +124,7 @@ async def ingest(args: argparse.Namespace, store: pool.Store, embedder: Any, vec
         )
         source_id = await register(store, name, mime, kept, len(data))
         started = time.perf_counter()
-        await handler(job(source_id, name, mime))
+        await handler(*job(source_id, name, mime))
         seconds = time.perf_counter() - started
         row = await attachments.Attachments(store).get("bench-user", source_id)
         assert row is not None, name
@@ -146,18 +148,18 @@ async def ingest(args: argparse.Namespace, store: pool.Store, embedder: Any, vec
 async def search(
     args: argparse.Namespace, store: pool.Store, embedder: Any, vectors: Any, source_id: str
 ) -> None:
-    class Runtime:
-        pass
-
-    runtime: Any = Runtime()
-    runtime.store, runtime.embedder, runtime.vectors = store, embedder, vectors
+    repositories, index = capability_backends.on_store(store), Backends(embedder, vectors)
     queries = ["What is the vault code?", "budgets and invoices", "deadlines of the engineers", "servers"]
-    found = await context_search.search_session_context(runtime, "bench-user", source_id, queries[0], 5)
+    found = await context_search.search_session_context(
+        repositories, index, "bench-user", source_id, queries[0], 5
+    )
     hit = any("7741-ALPHA" in c["text"] for c in found["chunks"])
     seconds = []
     for i in range(args.queries):
         started = time.perf_counter()
-        await context_search.search_session_context(runtime, "bench-user", source_id, queries[i % 4], 5)
+        await context_search.search_session_context(
+            repositories, index, "bench-user", source_id, queries[i % 4], 5
+        )
         seconds.append((time.perf_counter() - started) * 1000)
     count = await vectors.count(vectors_base.Kind.EPHEMERAL, user_id="bench-user", source_id=source_id)
     print(f"\nPart 2: search_session_context over {count} chunks of one source (Qdrant local mode)")
@@ -166,7 +168,8 @@ async def search(
 
 
 async def inlet(args: argparse.Namespace, store: pool.Store) -> None:
-    flt = context.ContextFilter(lambda counts: None, store=lambda: store)
+    backends = backends_port.Backends(store=capability_backends.on_store(store))
+    flt = context.ContextFilter(lambda counts: None, backends=lambda: backends)
     valves = valves_module.ContextValves()
     note = "The meeting is on Thursday at 10:00 in room 4B. " * 20
     results = {}

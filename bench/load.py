@@ -14,7 +14,7 @@ Part 1, levels: `--levels` concurrent chats (default 10, 25, 50, 200) of `--turn
 `--model-seconds` answer and `--think-seconds` pause per turn. Per level: turns/s, p50/p99 of every
 hook, inlets over their 800 ms deadline, the queue's depth over time, time to drain, and at the end
 enqueued = done. The knee: the largest level whose every inlet p99 stays under the deadline; CPU time
-per turn of each part sizes replicas (README "Scale").
+per turn of each part sizes replicas (docs/operations/sizing.md).
 
 Part 2, faults during `--fault-chats` chats: a worker killed with SIGKILL mid-job (restarted after
 5 s, as a pod); PostgreSQL stopped for `--db-outage` s; the embedder stopped for 30 s; the LLM

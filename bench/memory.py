@@ -50,15 +50,17 @@ from echo.adapters.embeddings import factory as embeddings_factory
 from echo.adapters.embeddings import local
 from echo.adapters.store import conversations, memories, pool
 from echo.adapters.vectors import qdrant
+from echo.capabilities import backends as capability_backends
 from echo.capabilities import base, handlers
 from echo.capabilities.memory import backends as memory_backends
-from echo.capabilities.memory import distill
 from echo.capabilities.memory import filter as memory_filter
+from echo.capabilities.memory import payloads as memory_payloads
 from echo.config import valves as valves_module
 from echo.config.settings import Settings
 from echo.domain import bodies, chain, kinds, tokens, transcripts
 from echo.domain.compression import messages as msgs
 from echo.domain.memory import cleaning
+from echo.ports import backends as backends_port
 from echo.ports import vectors as vectors_base
 from echo.queue import queue, worker
 
@@ -79,6 +81,12 @@ class Runtime:
     embedder: local.LocalEmbedder
     vectors: qdrant.QdrantVectorStore
 
+    def backends(self) -> backends_port.Backends:
+        """The backends port over these parts, as the hook service's runtime gives it."""
+        return backends_port.Backends(
+            store=capability_backends.on_store(self.store), index=memory_backends.RuntimeBackends(self)
+        )
+
 
 def ctx(
     phase: str, user_id: str, body: dict[str, Any], valves: valves_module.MemoryValves
@@ -90,9 +98,7 @@ def ctx(
 
 
 async def drain(store: pool.Store, runtime: Runtime, settings: Settings) -> None:
-    registry = handlers.builtin_registry(
-        settings, store, memory_backends=memory_backends.RuntimeBackends(runtime)
-    )
+    registry = handlers.builtin_registry(settings, store, index=memory_backends.RuntimeBackends(runtime))
     running = worker.Worker(
         store, registry, lease_seconds=60, poll_seconds=0.2, grace_seconds=5, metrics_seconds=60
     )
@@ -136,7 +142,8 @@ async def part_one(
                 dimension=dimension, tenant="bench", path=workdir / f"qdrant-{name}"
             )
             runtime = Runtime(store, embedder, vectors)
-            flt = memory_filter.MemoryFilter(lambda runtime=runtime: runtime)
+            backends = runtime.backends()
+            flt = memory_filter.MemoryFilter(lambda backends=backends: backends)
             recorded = [m.recorded() for m in transcript.messages]
             sources = {m.id: m.sources for m in transcript.messages}
             started = time.perf_counter()
@@ -229,7 +236,8 @@ async def part_two(
         dsn, f"bench-lat-{uuid.uuid4().hex[:8]}", application="bench-memory"
     ) as store:
         runtime = Runtime(store, embedder, vectors)
-        flt = memory_filter.MemoryFilter(lambda: runtime)
+        backends = runtime.backends()
+        flt = memory_filter.MemoryFilter(lambda: backends)
         valves = valves_module.MemoryValves()
         questions = [q.text for q in transcript.questions]
         samples = []
@@ -288,7 +296,7 @@ async def _enqueue(
                 },
                 connection=connection,
             )
-            job = distill.DistillJob(
+            job = memory_payloads.DistillPayload(
                 user_id=user,
                 chat_id="c",
                 key=links[-1].cumulative,

@@ -11,11 +11,15 @@ pending, then written by the map_reduce job) and is found by search_session_cont
 with `echo.<model>` where the model calls ECHO's own search_memories (run in the pipe) and checks the
 second turn gets the call, its result and both thought signatures back from the rich shadow, runs a
 user Tool through Open WebUI's own native tool calling for `echo.<model>` in the web UI's chat flow
-(`live_pipe_tools`: the follow-up and the next turn get the signatures back), registers
-ECHO's tool server in Open WebUI, installs
-`integrations/openwebui/echo_filter_function.py` as a global Function and checks that every hook
-then runs twice (once per way of connecting). Prints a table of what it checked and exits non-zero
-on the first failure. Needs about 3 GB for the venv.
+(`live_pipe_tools`: the follow-up and the next turn get the signatures back); then runs
+`echoctl openwebui connect` as a user types it (`connect_checks`): --dry-run changes nothing, a
+wrong admin key is refused, the first run installs ECHO's Function (global, active, its valves) and
+registers ECHO's tool server, a second run and a second --dry-run change nothing, the checks of
+native function calling, Open WebUI's context compaction and memory review read Open WebUI's real
+settings, no key is printed; checks that every hook then runs twice (once per way of connecting)
+and that the model's call of search_session_context runs through the tool server connect
+registered. Prints a table of what it checked and exits non-zero on the first failure. Needs about
+3 GB for the venv.
 """
 
 from __future__ import annotations
@@ -151,7 +155,7 @@ def main() -> int:
                 )
             )
             wait_for(f"http://127.0.0.1:{echo_port}/readyz", 90, '"ready"')
-            run_checks(check, webui, f"http://127.0.0.1:{echo_port}", gemini, signup)
+            run_checks(check, webui, f"http://127.0.0.1:{echo_port}", gemini, signup, api_key)
         finally:
             for process in processes:
                 process.terminate()
@@ -257,7 +261,9 @@ def pipe_checks(check: Checks, http: httpx.Client, echo_http: httpx.Client, gemi
     )
 
 
-def run_checks(check: Checks, webui: str, echo: str, gemini: FakeGemini, signup: dict[str, Any]) -> None:
+def run_checks(
+    check: Checks, webui: str, echo: str, gemini: FakeGemini, signup: dict[str, Any], api_key: str
+) -> None:
     token, user_id = signup["token"], signup["id"]
     http = httpx.Client(base_url=webui, headers={"Authorization": f"Bearer {token}"}, timeout=60)
     echo_http = httpx.Client(base_url=echo, headers={"Authorization": f"Bearer {ECHO_KEY}"}, timeout=10)
@@ -320,27 +326,9 @@ def run_checks(check: Checks, webui: str, echo: str, gemini: FakeGemini, signup:
     pipe_checks(check, http, echo_http, gemini)
     live_pipe_tools.tool_flow_checks(check, http, gemini)
     compression_checks(check, http, gemini)
-    attachment_checks(check, http, echo_http, echo, user_id, gemini)
+    source_id = attachment_checks(check, http, echo_http, user_id, gemini)
 
-    function = (ROOT / "integrations/openwebui/echo_filter_function.py").read_text()
-    created = http.post(
-        "/api/v1/functions/create",
-        json={"id": "echo", "name": "ECHO", "content": function, "meta": {"description": "ECHO hooks"}},
-    )
-    check("the Function file is accepted by Open WebUI", created.status_code == 200, created.text)
-    http.post(
-        "/api/v1/functions/id/echo/valves/update",
-        json={
-            "ECHO_URL": echo,
-            "ECHO_API_KEY": ECHO_KEY,
-            "TIMEOUT_SECONDS": 2.0,
-            "OUTLET_TIMEOUT_SECONDS": 10.0,
-            "FILTER_IDS": "echo_context,echo_compression,echo_memory",
-            "priority": 0,
-        },
-    )
-    http.post("/api/v1/functions/id/echo/toggle")
-    http.post("/api/v1/functions/id/echo/toggle/global")
+    connect_checks(check, http, webui, echo, api_key)
     before = hook_counts(echo_http)
     http.post("/api/chat/completions", json={**chat, "messages": [{"role": "user", "content": "hi"}]})
     after = hook_counts(echo_http)
@@ -353,6 +341,154 @@ def run_checks(check: Checks, webui: str, echo: str, gemini: FakeGemini, signup:
         "with the Function enabled too, each filter runs twice (connection + Function)",
         twice,
         json.dumps({str(k): v for k, v in after.items()}),
+    )
+    returned = 'echo_pipe_tool_calls_total{executor="openwebui",outcome="returned"}'
+    searches, handed = _count(echo_http, "echo_context_search_seconds_count"), _count(echo_http, returned)
+    content = web_ui_turn(http, f"{FILE_QUESTION} (source_id={source_id})", tool_ids=["server:echo"])
+    check(
+        "the model's call of search_session_context runs through the tool server connect registered",
+        "7741-ALPHA" in content
+        and _count(echo_http, "echo_context_search_seconds_count") > searches
+        and _count(echo_http, returned) > handed,  # the pipe handed the call to Open WebUI, which ran it
+        content[:1200],
+    )
+
+
+ECHOCTL = ROOT / ".venv" / "bin" / "echoctl"
+
+
+def echoctl_connect(webui: str, echo: str, admin_key: str, *flags: str) -> tuple[int, str]:
+    """`echoctl openwebui connect` as a user runs it: the URLs as flags, the keys from the environment
+    (unless `flags` names them); its exit status and output, printed indented."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ECHO_")}
+    env.update(ECHO_OPENWEBUI_API_KEY=admin_key, ECHO_API_KEY=ECHO_KEY)
+    command = [str(ECHOCTL), "openwebui", "connect", "--url", webui, "--echo-url", echo, *flags]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
+    output = done.stdout + done.stderr
+    shown = [
+        "***" if i and flags[i - 1] in ("--admin-key", "--echo-key") else flag for i, flag in enumerate(flags)
+    ]
+    print(f"  $ echoctl openwebui connect {' '.join(shown)}  (exit {done.returncode})", flush=True)
+    print("".join(f"  | {line}\n" for line in output.splitlines()), end="", flush=True)
+    return done.returncode, output
+
+
+def connect_checks(check: Checks, http: httpx.Client, webui: str, echo: str, api_key: str) -> None:
+    """`echoctl openwebui connect` against this Open WebUI: dry run, refused key, install, idempotence,
+    the checks reading Open WebUI's real settings; no key ever printed."""
+
+    def state() -> tuple[Any, Any]:
+        functions = http.get("/api/v1/functions/export", params={"include_valves": "true"}).json()
+        return functions, http.get("/api/v1/configs/tool_servers").json()["TOOL_SERVER_CONNECTIONS"]
+
+    outputs: list[str] = []
+    untouched = state()
+    code, out = echoctl_connect(webui, echo, api_key, "--dry-run")
+    outputs.append(out)
+    would = [line for line in out.splitlines() if line.startswith("would change")]
+    check(
+        "connect --dry-run lists the Function and the tool server to install, exits 1, changes nothing",
+        code == 1
+        and any("Function echo: new" in line for line in would)
+        and any("tool server echo: new" in line for line in would)
+        and state() == untouched,
+        out,
+    )
+    code, out = echoctl_connect(webui, echo, "sk-not-a-key-of-this-open-webui", "--dry-run")
+    outputs.append(out)
+    check(
+        "connect with a wrong admin key exits 3: Open WebUI refused it", code == 3 and "refused" in out, out
+    )
+
+    code, out = echoctl_connect(webui, echo, api_key, "--admin-key", api_key, "--echo-key", ECHO_KEY)
+    outputs.append(out)
+    functions, servers = state()
+    echo_function = next((f for f in functions if f["id"] == "echo"), {})
+    ours = [s for s in servers if (s.get("info") or {}).get("id") == "echo"]
+    source = (ROOT / "services/echo/entrypoints/openwebui_function/echo_filter_function.py").read_text()
+    check(
+        "connect installs the Function (global, active filter, its valves) and the tool server, exit 0",
+        code == 0
+        and echo_function.get("type") == "filter"
+        and echo_function.get("is_active") is True
+        and echo_function.get("is_global") is True
+        and echo_function.get("content") == source
+        and (echo_function.get("valves") or {}).get("ECHO_URL") == echo
+        and (echo_function.get("valves") or {}).get("ECHO_API_KEY") == ECHO_KEY
+        and len(ours) == 1
+        and ours[0]["url"] == echo
+        and ours[0]["key"] == ECHO_KEY
+        and ours[0]["config"]["access_grants"]
+        == [{"principal_type": "user", "principal_id": "*", "permission": "read"}]
+        and re.search(r"^ok +Open WebUI reads ECHO's tool server at .*\(([1-9]\d*) tools\)$", out, re.M)
+        is not None,
+        {
+            "output": out,
+            "function": {k: v for k, v in echo_function.items() if k != "content"},
+            "servers": servers,
+        },
+    )
+    check(
+        "connect reads the real settings: native calling, no compaction nor memory review, headers unknown",
+        all(
+            re.search(pattern, out, re.M)
+            for pattern in (
+                r"^ok +native function calling: the default",
+                r"^ok +Open WebUI's own context compaction is off$",
+                r"^ok +Open WebUI's memory background review is off$",
+                r"^cannot check +ENABLE_FORWARD_USER_INFO_HEADERS",
+            )
+        ),
+        out,
+    )
+    installed = state()
+    code, out = echoctl_connect(webui, echo, api_key)
+    outputs.append(out)
+    check(
+        "a second connect changes nothing (exit 0, every line unchanged or ok, same Open WebUI state)",
+        code == 0
+        and "nothing to change" in out
+        and not re.search(r"^(changed|would change|missing|failed) ", out, re.M)
+        and state() == installed,
+        out,
+    )
+    code, out = echoctl_connect(webui, echo, api_key, "--dry-run")
+    outputs.append(out)
+    check(
+        "connect --dry-run after it: exit 0, nothing to change",
+        code == 0 and "dry run: 0 changes to make" in out and state() == installed,
+        out,
+    )
+
+    settings = {
+        "chat.context_compaction.enable": True,
+        "memories.background_review.enable": True,
+        "models.default_params": {"function_calling": "legacy"},
+    }
+    saved = http.get("/api/v1/configs/export").json()
+    http.post("/api/v1/configs/import", json={"config": settings}).raise_for_status()
+    try:
+        code, out = echoctl_connect(webui, echo, api_key, "--dry-run")
+        outputs.append(out)
+    finally:
+        defaults = {"chat.context_compaction.enable": False, "memories.background_review.enable": False}
+        restored = {key: saved.get(key, defaults.get(key)) for key in settings}
+        restored["models.default_params"] = (
+            restored["models.default_params"] or {}
+        )  # the value may not be null
+        http.post("/api/v1/configs/import", json={"config": restored}).raise_for_status()
+    check(
+        "with Open WebUI's compaction, memory review, legacy calling on: two warnings, one missing, exit 1",
+        code == 1
+        and re.search(r"^warning +Open WebUI's own context compaction is on", out, re.M) is not None
+        and re.search(r"^warning +Open WebUI's memory background review is on", out, re.M) is not None
+        and re.search(r"^missing +native function calling: .*function_calling=legacy", out, re.M) is not None,
+        out,
+    )
+    check(
+        "connect never printed a key (Open WebUI's admin key, ECHO's key)",
+        not any(secret in text for text in outputs for secret in (api_key, ECHO_KEY)),
+        "a key was printed",
     )
 
 
@@ -417,10 +553,10 @@ def memory_checks(
 
 
 def attachment_checks(
-    check: Checks, http: httpx.Client, echo_http: httpx.Client, echo: str, user_id: str, gemini: FakeGemini
-) -> None:
+    check: Checks, http: httpx.Client, echo_http: httpx.Client, user_id: str, gemini: FakeGemini
+) -> str:
     """A large upload goes to the ephemeral RAG (not injected whole), is summarised in the background,
-    and is found by search_session_context; Open WebUI accepts ECHO's tool server."""
+    and is found by search_session_context; answers the upload's source id."""
     http.post(
         "/api/v1/pipelines/echo_context/valves/update",
         params={"urlIdx": 0},
@@ -473,34 +609,7 @@ def attachment_checks(
         "search_session_context" in later and "en cours" not in later and source_id in later,
         later[:1200],
     )
-    connection = {
-        "url": echo,
-        "path": "tools/openapi.json",
-        "type": "openapi",
-        "auth_type": "bearer",
-        "key": ECHO_KEY,
-        "config": {"enable": True},
-        "info": {"id": "echo", "name": "ECHO"},
-    }
-    verified = http.post("/api/v1/configs/tool_servers/verify", json=connection)
-    saved = http.post("/api/v1/configs/tool_servers", json={"TOOL_SERVER_CONNECTIONS": [connection]})
-    check(
-        "Open WebUI accepts ECHO's tool server (search_session_context, memories, plans, code)",
-        verified.status_code == 200
-        and saved.status_code == 200
-        and "search_session_context" in verified.text,
-        {"verify": verified.text[:600], "save": saved.text[:300]},
-    )
-    returned = 'echo_pipe_tool_calls_total{executor="openwebui",outcome="returned"}'
-    searches, handed = _count(echo_http, "echo_context_search_seconds_count"), _count(echo_http, returned)
-    content = web_ui_turn(http, f"{FILE_QUESTION} (source_id={source_id})", tool_ids=["server:echo"])
-    check(
-        "the model's call of search_session_context runs through Open WebUI's tool server registration",
-        "7741-ALPHA" in content
-        and _count(echo_http, "echo_context_search_seconds_count") > searches
-        and _count(echo_http, returned) > handed,  # the pipe handed the call to Open WebUI, which ran it
-        content[:1200],
-    )
+    return source_id
 
 
 def web_ui_turn(http: httpx.Client, question: str, *, tool_ids: list[str], within: float = 90) -> str:

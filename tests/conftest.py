@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -60,9 +61,17 @@ async def dsn() -> str:
 
 @pytest.fixture
 async def store(dsn: str) -> AsyncIterator[Store]:
-    """A fresh tenant schema on the test PostgreSQL, dropped afterwards."""
+    """A migrated tenant schema of its own on the test PostgreSQL, empty: one of the run's reusable
+    schemas (migrated once, emptied when the test ends; `echo.adapters.store.testing`)."""
     async with store_testing.temporary_store(dsn, max_size=12) as store:
         yield store
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _reusable_schemas_dropped() -> Iterator[None]:
+    """The reusable tenant schemas this run (this xdist worker) made go when it ends."""
+    yield
+    asyncio.run(store_testing.drop_reusable())
 
 
 @pytest.fixture

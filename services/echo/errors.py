@@ -31,7 +31,9 @@ asyncpg, httpx or SDK errors.
     ├── VectorStoreError               (ports.vectors) retryable per call
     │   └── DimensionMismatch          a collection's size differs from the embedder's
     ├── OpenWebUIError                 (adapters.openwebui.client) retryable per call
-    │   └── FilesForbidden             the key may not read files
+    │   ├── FilesForbidden             the key may not read files
+    │   └── AdminError                 (adapters.openwebui.admin) a call of the admin API failed
+    │       └── AdminKeyRefused        401/403: wrong or expired key, not an admin's, API keys off
     ├── BackendsNotReady               (capabilities.memory.search) retryable: still opening
     ├── ToolFailed                     (capabilities.shadow.server_tools) a server-side tool failed
     ├── PlotUnavailable                (entrypoints.replay.plot) matplotlib is not installed

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -14,8 +13,10 @@ from fakes.live_server import LiveServer
 from fakes.shared_data import API_KEY
 
 from echo.adapters.store.pool import Store
+from echo.capabilities import backends as capability_backends
 from echo.config.settings import Settings
 from echo.entrypoints.http import create_app
+from echo.ports import backends as backends_port
 from echo.queue.registry import Registry
 from echo.queue.worker import Worker
 
@@ -27,6 +28,9 @@ class StoreBackends:
     """The backends `create_app` gets: the store only (no embedder or vectors needed)."""
 
     store: Store
+
+    def backends(self) -> backends_port.Backends:
+        return backends_port.Backends(store=capability_backends.on_store(self.store))
 
     async def readiness(self) -> dict[str, dict[str, Any]]:
         return {"store": {"ok": True}}
@@ -95,14 +99,16 @@ def fence_of(body: Mapping[str, Any]) -> str | None:
 
 
 async def run_jobs(store: Store, registry: Registry, within: float = 20.0) -> None:
-    """Run a worker until no job is pending or running (at most `within` seconds)."""
+    """Run every due job, and those its handler enqueues, to its outcome (`Worker.run_until_idle`:
+    no polling, at most `within` seconds); then no job may be pending or running."""
     worker = Worker(store, registry, lease_seconds=5, poll_seconds=0.2, grace_seconds=1, metrics_seconds=60)
-    await worker.start()
     try:
-        deadline = time.monotonic() + within
-        while await store.fetchval("SELECT count(*) FROM jobs WHERE state IN ('pending', 'running')"):
-            assert time.monotonic() < deadline, f"jobs not finished in {within} s"
-            await asyncio.sleep(0.05)
+        async with asyncio.timeout(within):
+            await worker.run_until_idle()
+        left = await store.fetch(
+            "SELECT id, kind, state, last_error FROM jobs WHERE state IN ('pending', 'running')"
+        )
+        assert not left, f"jobs left after the drain: {[dict(job) for job in left]}"
     finally:
         await asyncio.wait_for(worker.stop(), 10)
         for spec in registry:  # the LLM client of the summary handler

@@ -12,6 +12,8 @@ finalizers. This subclass adds (shared/notes/operator-testing.md):
 - lists with a resourceVersion and watches from it that replay only newer objects and miss no
   event (kmock replays everything, then subscribes: events in between were lost);
 - fault injection that changes nothing: `fail("PATCH", "/deployments/", status=500)`;
+- kmock's request history kept to the requests in flight (`history` has them all, `answers`
+  what was answered);
 - the built-in kinds, the EchoDeployment CRD and optionally the Prometheus Operator and KEDA APIs;
 - query parameters typed as the real server types them (metav1.ListOptions, PatchOptions,
   DeleteOptions): integers must parse as Go's ParseInt does (`timeoutSeconds=300.0` is a 400),
@@ -258,6 +260,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
     hooks: list[tuple[str, str, Hook]] = attrs.field(factory=list, init=False)
     answers: list[tuple[str, str, int]] = attrs.field(factory=list, init=False)
     """(method, path, status) of every Kubernetes request, in the order they were answered."""
+    history: list[rendering.Request] = attrs.field(factory=list, init=False)
+    """Every request, in the order they came (iterating the emulator itself, as kmock's views do,
+    sees only those in flight)."""
     server_minor: int = attrs.field(default=33, init=False)
     """The Kubernetes 1.<minor> that /version answers."""
     string_quantities: bool = attrs.field(default=False, init=False)
@@ -330,6 +335,21 @@ class KubeEmulator(kmock.KubernetesEmulator):
         return None
 
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        self.history.append(request)
+        try:
+            return await self._answer(request)
+        finally:
+            self._forget(request)
+
+    def _forget(self, request: rendering.Request) -> None:
+        """Drop an answered request from kmock's own history (`history` keeps them all): kmock
+        matches each request against its reactions by walking that history, which made a kopf
+        test's thousands of requests cost seconds of CPU each."""
+        self._requests[:] = [seen for seen in self._requests if seen is not request]
+        for payload in self._payloads:
+            payload._requests[:] = [seen for seen in payload._requests if seen is not request]
+
+    async def _answer(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         fault = self._take_fault(request)
         if fault is not None:
             return _status(fault.status, "InjectedFault", f"injected {fault.status}")

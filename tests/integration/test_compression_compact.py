@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from fakes.shared_data import ADMIN_KEY, API_KEY
 from echo.adapters.store import pool, testing
 from echo.adapters.store.pool import Store
 from echo.capabilities import base, handlers
+from echo.capabilities.backends import on_store
 from echo.capabilities.compression import filter as compression
 from echo.config import tenancy
 from echo.config.settings import Settings
@@ -37,6 +37,7 @@ from echo.config.valves import CompressionValves
 from echo.domain import bodies
 from echo.entrypoints import cli
 from echo.entrypoints.http import create_app
+from echo.ports import backends as backends_port
 
 USER = {"id": "u1", "name": "Ada", "email": "ada@example.org", "role": "user"}
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}  # compaction is the memory-management API's (ECHO_ADMIN_KEY)
@@ -95,13 +96,6 @@ async def hook(http: httpx.AsyncClient, phase: str, body: dict[str, Any], user: 
 async def compact(http: httpx.AsyncClient, path: str, **request: Any) -> httpx.Response:
     """`POST path` (a compaction) with the admin key; `http` holds the hooks' key."""
     return await http.post(path, **{**request, "headers": {**ADMIN, **request.get("headers", {})}})
-
-
-async def until(check: Callable[[], Awaitable[bool]], within: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        assert time.monotonic() < deadline, f"{what} not reached in {within} s"
-        await asyncio.sleep(0.05)
 
 
 async def jobs_of(store: Store) -> list[Any]:
@@ -289,7 +283,8 @@ async def _record(dsn: str, tenant: str, messages: list[dict[str, Any]]) -> None
             ids=bodies.turn_ids(body, USER),
             valves=CompressionValves(**VALVES),
         )
-        await compression.CompressionFilter(lambda: store).outlet(body, ctx)
+        backends = backends_port.Backends(store=on_store(store))
+        await compression.CompressionFilter(lambda: backends).outlet(body, ctx)
     finally:
         await store.close()
 

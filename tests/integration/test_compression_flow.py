@@ -9,9 +9,7 @@ the store down, odd message lists, and the summary model's failure modes under `
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -110,13 +108,6 @@ def fence_of(body: dict[str, Any]) -> str | None:
     found = [m["content"] for m in body["messages"] if str(m.get("content", "")).startswith("<echo_summary")]
     assert len(found) <= 1
     return found[0] if found else None
-
-
-async def until(check: Callable[[], Awaitable[bool]], within: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        assert time.monotonic() < deadline, f"{what} not reached in {within} s"
-        await asyncio.sleep(0.05)
 
 
 async def jobs_of(store: Store) -> list[Any]:

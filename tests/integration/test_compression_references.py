@@ -15,7 +15,7 @@ import asyncio
 import copy
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -36,12 +36,14 @@ from echo.adapters.openwebui.client import OpenWebUI, OpenWebUIError
 from echo.adapters.store import conversations
 from echo.adapters.store.pool import Store
 from echo.capabilities import base, handlers
+from echo.capabilities.backends import on_store
 from echo.capabilities.compression import filter as compression_filter
 from echo.config import valves
 from echo.config.settings import Settings
 from echo.domain import bodies, chain
 from echo.domain.compression import messages as msgs
 from echo.entrypoints.http import runner
+from echo.ports import backends as backends_port
 from echo.queue.registry import Registry
 from echo.queue.worker import Worker
 
@@ -135,13 +137,6 @@ def sample(name: str, **labels: str) -> float:
 
 async def jobs_of(store: Store) -> list[Any]:
     return await store.fetch("SELECT id, kind, state, payload FROM jobs ORDER BY id")
-
-
-async def until(check: Callable[[], Any], within: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        assert time.monotonic() < deadline, f"{what} not reached in {within} s"
-        await asyncio.sleep(0.05)
 
 
 @asynccontextmanager
@@ -440,6 +435,11 @@ async def inlet_of(
     return json.loads(answer), ctx.events
 
 
+def with_store(store: Store, openwebui: OpenWebUI | None = None) -> backends_port.Backends:
+    """The backends of a service on ``store`` (and Open WebUI's API, when given)."""
+    return backends_port.Backends(store=on_store(store), openwebui=openwebui)
+
+
 async def test_referenced_chats_come_from_openwebui_for_the_same_user_only(
     owui: Any, store: Store, offline: Settings
 ) -> None:
@@ -448,7 +448,7 @@ async def test_referenced_chats_come_from_openwebui_for_the_same_user_only(
     owui.chats["weather"] = weather
     owui.chats["theirs"] = owui_chat("theirs", "u2", conversation(2)[1:])
     client = OpenWebUI(owui.url, OWUI_KEY)
-    flt = compression_filter.CompressionFilter(store=lambda: store, openwebui=lambda: client)
+    flt = compression_filter.CompressionFilter(lambda: with_store(store, client))
     try:
         answer, events = await inlet_of(flt, inlet_body("weather", "theirs"))
         [block] = blocks(answer)
@@ -460,7 +460,7 @@ async def test_referenced_chats_come_from_openwebui_for_the_same_user_only(
         assert any("another user's chat" in event.description for event in events)
 
         # The API failing, or not knowing a chat ECHO has seen: the store's chat head.
-        flt_outlet = compression_filter.CompressionFilter(store=lambda: store)
+        flt_outlet = compression_filter.CompressionFilter(lambda: with_store(store))
         outlet = outlet_body(conversation(2, "the lake"), "seen")
         ctx = base.HookContext(
             flt.id, "outlet", USER, bodies.turn_ids(outlet, USER), valves.CompressionValves(**VALVES)
@@ -484,7 +484,7 @@ async def test_a_large_chat_from_openwebui_is_summarised_by_hash_like_any_other(
 ) -> None:
     owui.chats["big"] = owui_chat("big", "u1", conversation(48, "the move")[1:])
     client = OpenWebUI(owui.url, OWUI_KEY)
-    flt = compression_filter.CompressionFilter(store=lambda: store, openwebui=lambda: client)
+    flt = compression_filter.CompressionFilter(lambda: with_store(store, client))
     try:
         answer, _ = await inlet_of(flt, inlet_body("big"), reference_summary_wait_seconds=0.2)
         assert mode_of(blocks(answer)[0]) == "cut"

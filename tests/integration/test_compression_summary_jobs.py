@@ -5,11 +5,11 @@ payload validated once before the handler runs, a malformed one dead at its firs
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fakes import hooks_service
+from fakes.eventually import eventually
 from fakes.metric_samples import sample
 
 from echo.adapters.store import conversations
@@ -55,13 +55,6 @@ class GatedLLM:
 
     async def aclose(self) -> None:
         return None
-
-
-async def until(check: Callable[[], Awaitable[bool]], within: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        assert time.monotonic() < deadline, f"{what} not reached in {within} s"
-        await asyncio.sleep(0.02)
 
 
 def chat(exchanges: int) -> list[dict[str, Any]]:
@@ -147,7 +140,7 @@ async def test_a_later_job_of_the_chat_waits_for_the_running_one_and_folds_its_s
     async def later_waits() -> bool:
         return await waiting_for_the_chat_lock(store) == 1
 
-    await until(later_waits, what="the later job waiting for the chat's summary lock")
+    await eventually(later_waits, within=20, what="the later job waiting for the chat's summary lock")
     assert len(model.requests) == 1  # the later job has not called the model
     model.release.set()
     await asyncio.wait_for(asyncio.gather(earlier, later), 20)
@@ -185,7 +178,7 @@ async def test_jobs_of_other_chats_run_at_once(store: Store) -> None:
     async def both_called() -> bool:
         return len(model.requests) == 2
 
-    await until(both_called, what="both jobs calling the model")
+    await eventually(both_called, within=20, what="both jobs calling the model")
     model.release.set()
     await asyncio.wait_for(asyncio.gather(first, second), 20)
     assert model.most_at_once == 2

@@ -50,7 +50,11 @@ PROMTOOL = ROOT / "tools" / "bin" / "promtool"
 # Modules whose import registers the metrics of the processes that do not serve echo-hooks' /metrics:
 # the distiller worker (its series live in echo.support.metrics, the default registry) and the operator (its
 # own registry, `echo_operator.metrics.REGISTRY`, served on :9090).
-METRIC_MODULES = ("echo.support.metrics", "echo_operator.metrics")
+METRIC_MODULES = (
+    "echo.support.metrics",
+    *(f"echo.capabilities.{name}.metrics" for name in ("compression", "context", "masking", "memory", "shadow")),
+    "echo_operator.metrics",
+)
 
 
 def _check_syntax(expr: str) -> list[str]:

@@ -19,11 +19,14 @@ from echo.adapters.llm.offline import OfflineLLM
 from echo.adapters.store import conversations, pool, registries
 from echo.adapters.store import shadow as shadow_store
 from echo.adapters.vectors.memory import InMemoryVectorStore
+from echo.capabilities.backends import on_store
+from echo.capabilities.memory import backends as memory_backends
 from echo.capabilities.memory import distill, forgetting, payloads
 from echo.capabilities.memory import filter as memory_filter
 from echo.config.settings import Settings
 from echo.domain import chain, kinds, shadow
 from echo.entrypoints.http import create_app
+from echo.ports import backends as backends_port
 from echo.ports import vectors as vectors_base
 from echo.queue import queue
 
@@ -146,7 +149,7 @@ async def test_forgetting_a_user_leaves_no_row_job_or_vector_of_theirs_and_all_o
     }
     assert expected <= {table for table, count in before.items() if count}, before
 
-    done = await forgetting.builtin_forgetting(store, lambda: vectors).forget("quinn")
+    done = await forgetting.builtin_forgetting(on_store(store), lambda: vectors).forget("quinn")
     assert done.failed == {}
     assert done.deleted["vectors"] == {"echo_memory": 1, "echo_ephemeral": 1}
     assert await rows_of(store, "quinn") == dict.fromkeys(before, 0)
@@ -159,11 +162,12 @@ async def test_forgetting_a_user_leaves_no_row_job_or_vector_of_theirs_and_all_o
 async def test_a_part_that_fails_is_named_and_the_others_still_run(store: pool.Store) -> None:
     vectors = InMemoryVectorStore(dimension=16)
     await populate(store, vectors, "sam")
-    done = await forgetting.builtin_forgetting(store, lambda: None).forget("sam")  # vectors not ready
+    not_ready = forgetting.builtin_forgetting(on_store(store), lambda: None)  # no vector store yet
+    done = await not_ready.forget("sam")
     assert list(done.failed) == ["vectors"]
     assert "not ready" in done.failed["vectors"]
     assert (await rows_of(store, "sam"))["memories"] == 0
-    again = await forgetting.builtin_forgetting(store, lambda: vectors).forget(
+    again = await forgetting.builtin_forgetting(on_store(store), lambda: vectors).forget(
         "sam"
     )  # a second call finishes
     assert again.failed == {}
@@ -183,8 +187,10 @@ async def test_the_answer_of_delete_users_is_the_documented_one(store: pool.Stor
     await populate(store, vectors, "tess")
     settings = Settings(data_dir=tmp_path / "echo", api_key=API_KEY, admin_key=ADMIN_KEY)
     app = create_app(settings)
-    runtime = SimpleNamespace(store=store, vectors=None)
-    app.state.backends = runtime
+    runtime = SimpleNamespace(embedder=FakeEmbedder(dimension=16), vectors=None)  # not ready yet
+    app.state.backends = backends_port.Backends(
+        store=on_store(store), index=memory_backends.RuntimeBackends(runtime)
+    )
     admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://echo") as http:
         spec = (await http.get("/openapi.json")).json()

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from fakes.eventually import eventually
 from fakes.metric_samples import sample as _sample
 from structlog.testing import capture_logs
 
@@ -43,13 +44,6 @@ async def running(store: Store, registry: Registry, **options: Any) -> AsyncIter
         await asyncio.wait_for(worker.stop(), 10)
 
 
-async def until(check: Callable[[], Awaitable[bool]], within: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        assert time.monotonic() < deadline, f"{what} not reached in {within} s"
-        await asyncio.sleep(0.02)
-
-
 async def state_is(jobs: JobQueue, job_id: int, state: JobState) -> JobInfo:
     info: JobInfo | None = None
 
@@ -58,7 +52,7 @@ async def state_is(jobs: JobQueue, job_id: int, state: JobState) -> JobInfo:
         info = await jobs.get(job_id)
         return info is not None and info.state is state
 
-    await until(check, what=f"job {job_id} {state}")
+    await eventually(check, what=f"job {job_id} {state}")
     assert info is not None
     return info
 
@@ -246,7 +240,7 @@ async def test_leases_are_renewed_while_a_long_job_runs(store: Store, jobs: JobQ
 
     job_id = await jobs.enqueue("map_reduce")
     async with running(store, registry_for("first"), lease_seconds=0.6, worker_id="first"):
-        await until(lambda: asyncio.sleep(0, bool(runs)), what="first run")
+        await eventually(lambda: bool(runs), what="first run")
         async with running(store, registry_for("second"), lease_seconds=0.6, poll_seconds=0.1):
             info = await state_is(jobs, job_id, JobState.DONE)
     assert runs == ["first"]
@@ -267,7 +261,7 @@ async def test_a_job_whose_lease_was_taken_over_is_cancelled(store: Store, jobs:
 
     job_id = await jobs.enqueue("summary")
     async with running(store, registry, lease_seconds=0.3) as worker:
-        await until(lambda: asyncio.sleep(0, bool(worker.running)), what="job running")
+        await eventually(lambda: bool(worker.running), what="job running")
         await store.execute("UPDATE jobs SET worker_id = 'thief' WHERE id = $1", job_id)
         await asyncio.wait_for(cancelled.wait(), 5)
         assert worker.running == {}
@@ -287,7 +281,7 @@ async def test_stop_finishes_short_jobs_and_releases_long_ones(store: Store, job
     long = await jobs.enqueue("summary", {"seconds": 30})
     worker = Worker(store, registry, lease_seconds=5, grace_seconds=1.0)
     await worker.start()
-    await until(lambda: asyncio.sleep(0, len(worker.running) == 2), what="both running")
+    await eventually(lambda: len(worker.running) == 2, what="both running")
     began = time.monotonic()
     await asyncio.wait_for(worker.stop(), 5)
     assert time.monotonic() - began < 2.5
@@ -411,7 +405,7 @@ async def test_a_queue_metrics_task_that_raises_is_logged_counted_and_restarted(
     worker.queue.depths = flaky  # type: ignore[method-assign]
     await worker.start()
     try:
-        await until(lambda: asyncio.sleep(0, refreshes >= 3), what="metrics refreshed after the failure")
+        await eventually(lambda: refreshes >= 3, what="metrics refreshed after the failure")
     finally:
         await worker.stop()
     assert _sample("echo_background_task_failures_total", task="queue-metrics") == failures + 1
@@ -443,3 +437,48 @@ async def test_a_claiming_loop_that_fails_is_reported_and_raised_by_wait(store: 
 
 async def _noop(job: domain.Job) -> None:
     return None
+
+
+async def test_run_until_idle_runs_the_due_jobs_and_those_they_enqueue_then_returns(
+    store: Store, jobs: JobQueue
+) -> None:
+    registry = Registry()
+    ran: list[str] = []
+
+    @registry.handler("map_reduce")
+    async def fan_out(job: domain.Job) -> None:
+        ran.append(f"map_reduce {job.payload['chat_id']}")
+        await jobs.enqueue("summary", {"chat_id": job.payload["chat_id"]})
+
+    @registry.handler("summary", retry=RetryPolicy(base_seconds=30, jitter=0))
+    async def summarise(job: domain.Job) -> None:
+        ran.append(f"summary {job.payload['chat_id']}")
+        if job.payload["chat_id"] == "flaky":
+            raise ValueError("the model is down")
+
+    first = await jobs.enqueue("map_reduce", {"chat_id": "c"})
+    second = await jobs.enqueue("map_reduce", {"chat_id": "flaky"})
+    worker = Worker(store, registry, lease_seconds=5)
+    assert await asyncio.wait_for(worker.run_until_idle(), 10) == 4
+    assert sorted(ran) == ["map_reduce c", "map_reduce flaky", "summary c", "summary flaky"]
+    assert worker.running == {}
+    states = {(info.kind, info.payload["chat_id"]): info for info in await jobs.list()}
+    assert {key: info.state for key, info in states.items()} == {
+        ("map_reduce", "c"): JobState.DONE,
+        ("map_reduce", "flaky"): JobState.DONE,
+        ("summary", "c"): JobState.DONE,
+        ("summary", "flaky"): JobState.PENDING,  # its retry is due in 30 s: not run now
+    }
+    assert states["summary", "flaky"].attempts == 1
+    assert states["summary", "flaky"].last_error == "ValueError: the model is down"
+    assert {first, second} <= {info.id for info in states.values()}
+    assert await asyncio.wait_for(worker.run_until_idle(), 10) == 0  # nothing due: returns at once
+    await worker.stop()
+
+
+async def test_run_until_idle_is_refused_on_a_started_worker(store: Store) -> None:
+    registry = Registry()
+    registry.register("summary", _noop)
+    async with running(store, registry) as worker:
+        with pytest.raises(RuntimeError, match="not started"):
+            await worker.run_until_idle()

@@ -18,11 +18,13 @@ from echo.adapters.store import conversations, memories, pool, testing
 from echo.adapters.vectors import qdrant
 from echo.adapters.vectors.memory import InMemoryVectorStore
 from echo.capabilities import base
+from echo.capabilities.backends import on_store
 from echo.capabilities.memory import backends as memory_backends
 from echo.capabilities.memory import distill, forgetting, payloads
 from echo.capabilities.memory import filter as memory_filter
 from echo.config.settings import Settings
 from echo.domain import bodies, chain, kinds
+from echo.ports import backends as backends_port
 from echo.ports import embeddings as embeddings_base
 from echo.ports import vectors as vectors_base
 from echo.queue import errors, queue
@@ -176,7 +178,7 @@ def test_a_malformed_payload_is_a_permanent_error_naming_the_field(
 async def test_a_job_of_a_user_forgotten_meanwhile_writes_nothing(store: pool.Store) -> None:
     vectors = InMemoryVectorStore(dimension=16)
     job = await enqueue(store, FACT)
-    await forgetting.builtin_forgetting(store, lambda: vectors).forget("u1")  # while the job runs
+    await forgetting.builtin_forgetting(on_store(store), lambda: vectors).forget("u1")  # while the job runs
     await handler(store, FakeEmbedder(dimension=16), vectors)(job)
     assert await count(store) == 0
     assert await vectors.count(vectors_base.Kind.MEMORY, user_id="u1") == 0
@@ -242,7 +244,8 @@ async def test_the_memory_filter_fails_open_when_its_store_or_embedder_fails(dsn
         embedder = FakeEmbedder(dimension=16)
         vectors = InMemoryVectorStore(dimension=16)
 
-    flt = memory_filter.MemoryFilter(lambda: Runtime())
+    backends = backends_port.Backends(store=on_store(broken), index=memory_backends.RuntimeBackends(Runtime))
+    flt = memory_filter.MemoryFilter(lambda: backends)
     messages = [
         {"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant", "content": f"fact {i}"}
         for i in range(6)

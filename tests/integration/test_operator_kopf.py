@@ -551,7 +551,9 @@ async def test_watches_the_server_ends_are_reopened_without_losing_events(
     finally:
         await running.stop()
     watches = [
-        r for r in emulator if r.url.path.endswith("/echodeployments") and r.params.get("watch") == "true"
+        r
+        for r in emulator.history
+        if r.url.path.endswith("/echodeployments") and r.params.get("watch") == "true"
     ]
     assert len(watches) >= 2
     assert {r.params.get("timeoutSeconds") for r in watches} == {"1"}

@@ -24,9 +24,12 @@ from echo.adapters.embeddings.fake import FakeEmbedder
 from echo.adapters.store import shadow as shadow_store
 from echo.adapters.store.pool import Store
 from echo.adapters.vectors.memory import InMemoryVectorStore
+from echo.capabilities import backends as capability_backends
+from echo.capabilities.memory import backends as memory_backends
 from echo.config.settings import Settings
 from echo.domain import shadow
 from echo.entrypoints.http import create_app
+from echo.ports import backends as backends_port
 from echo.ports import vectors as vectors_base
 
 PIPE = "echo.gemini-2.5-flash"
@@ -66,6 +69,11 @@ class Backends:
     store: Store
     embedder: FakeEmbedder
     vectors: InMemoryVectorStore
+
+    def backends(self) -> backends_port.Backends:
+        return backends_port.Backends(
+            store=capability_backends.on_store(self.store), index=memory_backends.RuntimeBackends(self)
+        )
 
     async def readiness(self) -> dict[str, dict[str, Any]]:
         return {"store": {"ok": True}}

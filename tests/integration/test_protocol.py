@@ -17,6 +17,7 @@ from fakes.live_server import LiveServer
 from echo.capabilities.memory import filter as memory_filter
 from echo.config.settings import Settings
 from echo.entrypoints.http import create_app
+from echo.ports import backends as backends_port
 
 FILTERS = {"echo_context": 0, "echo_compression": 10, "echo_memory": 20}
 GOOGLE_KEY = "AIza" + "SyD" + "x7" * 16
@@ -232,6 +233,9 @@ def test_compression_priority_valve_is_reported_in_models(client: httpx.Client) 
 class _Backends:
     def __init__(self) -> None:
         self.store_ok = True
+
+    def backends(self) -> backends_port.Backends:
+        return backends_port.NONE
 
     async def readiness(self) -> dict[str, dict[str, Any]]:
         return {

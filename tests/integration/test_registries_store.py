@@ -10,6 +10,7 @@ import pytest
 from echo.adapters.store import errors as store_errors
 from echo.adapters.store import pool, registries
 from echo.adapters.vectors.memory import InMemoryVectorStore
+from echo.capabilities.backends import on_store
 from echo.capabilities.memory import forgetting
 from echo.domain import aec
 
@@ -159,9 +160,8 @@ async def test_forgetting_a_user_deletes_their_plans_and_code_only(store: pool.S
         await book.save_plan(user, "c1", goal="g", status="todo")
         await book.save_plan(user, "c2", goal="g", status="todo")
         await book.commit_code(user, "c1", "a.py", lang="python", content="1", message="m")
-    done = await forgetting.builtin_forgetting(store, lambda: InMemoryVectorStore(dimension=4)).forget(
-        "quinn"
-    )
+    parts = forgetting.builtin_forgetting(on_store(store), lambda: InMemoryVectorStore(dimension=4))
+    done = await parts.forget("quinn")
     assert done.failed == {}
     assert done.deleted["registries"] == {"plans": 2, "codex_entries": 1}
     for table in ("plans", "codex_entries"):

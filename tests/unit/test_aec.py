@@ -414,7 +414,8 @@ def test_public_api_is_pinned_and_the_package_is_pure() -> None:
 
 
 def test_plan_statuses_match_the_migration() -> None:
-    migration = pathlib.Path(aec.__file__).parents[2] / "adapters" / "store" / "migrations" / "0011_context.sql"
+    migrations = pathlib.Path(aec.__file__).parents[2] / "adapters" / "store" / "migrations"
+    migration = migrations / "0011_context.sql"
     check = re.search(
         r"status\s+text NOT NULL CHECK \(status IN \(([^)]*)\)\)",
         migration.read_text().split("CREATE TABLE plans")[1],

@@ -13,6 +13,7 @@ ALLOWED_IMPORTS = {
     "collections.abc",
     "dataclasses",
     "enum",
+    "functools",
     "json",
     "re",
     "typing",

@@ -13,11 +13,13 @@ from hypothesis import strategies as st
 from echo.adapters.store import conversations
 from echo.capabilities import base
 from echo.capabilities.compression import filter as compression
-from echo.capabilities.compression import payloads, summary
+from echo.capabilities.compression import jobs as compression_jobs
+from echo.capabilities.compression import payloads, reporting, summary
 from echo.config import valves as valves_module
-from echo.domain import bodies, chain, tokens
+from echo.domain import bodies, chain, output_items, tokens
 from echo.domain.compression import fence, planning, prompts
 from echo.domain.compression import messages as msgs
+from echo.errors import ConfigError
 from echo.queue import errors
 
 ROLES = st.sampled_from(["user", "assistant", "tool", "system", " User ", "narrator", "function", ""])
@@ -85,7 +87,7 @@ def chat(
 @settings(max_examples=200, deadline=None)
 @given(st.lists(MESSAGE, max_size=12))
 def test_the_cached_chain_is_the_domain_chain(messages: list[dict[str, Any]]) -> None:
-    costs = compression.Costs(entries=8)  # small: the clearing path runs too
+    costs = compression.Costs(entries=8)  # small: evictions run too
     for _ in range(2):  # cold, then from the caches
         assert costs.turns(messages, msgs.kinds_of(messages)) == msgs.conversation_turns(messages)
 
@@ -128,7 +130,7 @@ def _fixture_messages(name: str) -> list[dict[str, Any]]:
 def test_the_outlet_unfolds_tool_calls_into_the_turns_the_next_inlet_sends() -> None:
     outlet = _fixture_messages("008_outlet.json")  # [user, assistant+output, user, assistant+output]
     inlet = _fixture_messages("005_inlet.json")  # [user, assistant(tool_calls), tool, assistant, user]
-    unfolded = compression.unfold_output_items(outlet)
+    unfolded = output_items.unfold_output_items(outlet)
     assert [msgs.role_of(m) for m in unfolded] == [
         "user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant",
     ]  # fmt: skip
@@ -145,7 +147,7 @@ def test_an_assistant_message_without_tool_calls_is_kept_as_it_is() -> None:
         "content": "hi",
         "output": [{"type": "message", "content": [{"type": "output_text", "text": "hi"}]}],
     }
-    assert compression.unfold_output_items([message])[0] is message
+    assert output_items.unfold_output_items([message])[0] is message
 
 
 def test_the_current_user_files_change_only_the_last_user_turn() -> None:
@@ -363,23 +365,24 @@ def test_a_fenced_summary_is_recognised_and_never_hashed() -> None:
 def test_a_summary_window_that_breaks_the_80_percent_rule_plans_no_job() -> None:
     plan, found = _plan()
     context = ctx("outlet", max_summary_tokens=30000)  # fine for the 128k valves, not for gpt-4's 32k
-    flt = compression.CompressionFilter()
     settings = valves_module.CompressionValves(max_summary_tokens=30000)
-    assert flt._job(plan, found, settings, chat(10), "gpt-4", None, "u1", context) is None
+    with pytest.raises(ConfigError) as refused:
+        compression_jobs.summary_job(
+            plan, found, settings, chat(10), model="gpt-4", base_model=None, user_id="u1", chat_id="c1"
+        )
+    reporting.not_planned(compression.CompressionFilter.name, refused.value, context)  # as the outlet does
     [event] = context.events
     assert event.level == "error"
     assert "max_summary_tokens" in event.description
-    french = ctx("outlet")
-    job = flt._job(
+    job = compression_jobs.summary_job(
         plan,
         found,
         valves_module.CompressionValves(),
         [{"role": "user", "content": "Bonjour, je voudrais savoir où est la gare et comment y aller."}],
-        "echo.gemini-2.5-flash",
-        None,
-        "u1",
-        french,
+        model="echo.gemini-2.5-flash",
+        base_model=None,
+        user_id="u1",
+        chat_id="c1",
     )
-    assert job is not None
     assert job.locale == "fr-FR"
     assert job.model == "gemini-2.5-flash"  # the chat's own model when summary_model is empty

@@ -19,6 +19,7 @@ from echo.config import valves
 from echo.domain import bodies, chain, history
 from echo.domain.compression import compaction, locales, references, selection
 from echo.domain.compression import messages as msgs
+from echo.ports import backends as backends_port
 
 REF = references.ChatReference("chat-a", "Trip planning")
 
@@ -318,7 +319,8 @@ def _ctx(phase: str, body: dict[str, Any], wait: float = 7.5) -> base.HookContex
 
 
 def test_the_inlet_asks_for_the_reference_wait_only_when_a_chat_is_referenced() -> None:
-    with_store = compression_filter.CompressionFilter(store=lambda: cast(Any, object()))
+    some_store = backends_port.Backends(store=cast(Any, object()))
+    with_store = compression_filter.CompressionFilter(lambda: some_store)
     referencing = {"messages": [], "files": [{"type": "chat", "id": "c1"}]}
     in_metadata = {"messages": [], "metadata": {"files": [{"type": "chat", "id": "c1"}]}}
     plain = {"messages": [], "files": [{"type": "file", "id": "f1"}]}

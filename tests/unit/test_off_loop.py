@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
@@ -19,7 +20,8 @@ from echo.capabilities.compression import filter as compression_filter
 from echo.capabilities.context import filter as context_filter
 from echo.capabilities.masking import filter as masking_filter
 from echo.capabilities.memory import filter as memory_filter
-from echo.domain import bodies, extractive
+from echo.domain import bodies, extractive, output_items
+from echo.ports import backends as backends_port
 from echo.ports import llm
 from echo.support import offload
 
@@ -130,30 +132,28 @@ async def test_a_long_chats_compression_inlet_hashes_and_assembles_off_the_loop(
 
 
 class _DownStore:
-    schema = "echo_test"
-
     def transaction(self) -> Any:
         raise store_errors.TransientStoreError("down for the test")
 
 
-class _Runtime:
-    store: Any = _DownStore()
-    embedder: Any = None
-    vectors: Any = None
+_DOWN = backends_port.Backends(
+    store=cast(Any, SimpleNamespace(tenant="echo_test", transactions=_DownStore())),
+    index=cast(Any, object()),  # never asked by the outlet
+)
 
 
 async def test_a_long_chats_first_memory_outlet_hashes_off_the_loop(
     few: None, threads: Threads, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    flt = memory_filter.MemoryFilter(lambda: _Runtime())
+    flt = memory_filter.MemoryFilter(lambda: _DOWN)
     threads.spy(monkeypatch, flt.costs, "prepare")
-    threads.spy(monkeypatch, compression_filter, "unfold_output_items")
+    threads.spy(monkeypatch, output_items, "unfold_output_items")
     body = {"chat_id": "c1", "messages": chat(12)}
     ctx = context(flt.id, "outlet", body)
     assert await flt.outlet(body, ctx) is body
     here = threading.current_thread()
     assert threads.off(f"{flt.costs}.prepare", here)
-    assert threads.off("echo.capabilities.compression.filter.unfold_output_items", here)
+    assert threads.off("echo.domain.output_items.unfold_output_items", here)
     assert "nothing was memorised" in ctx.events[0].description  # the windows were due: it got that far
 
 

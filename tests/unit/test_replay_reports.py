@@ -105,7 +105,9 @@ def test_bad_replay_valves_name_the_rule(options: dict[str, object], words: str)
 
 def test_without_matplotlib_the_plot_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # an import of it now fails
-    with pytest.raises(plot.PlotUnavailable, match=r"--plot needs matplotlib.*pip install 'echo-k8s\[plot\]'"):
+    with pytest.raises(
+        plot.PlotUnavailable, match=r"--plot needs matplotlib.*pip install 'echo-k8s\[plot\]'"
+    ):
         plot.require()
 
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+
 from echo.capabilities.memory import search as memory_search
 from echo.capabilities.shadow import server_tools
 

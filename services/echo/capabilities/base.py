@@ -1,18 +1,36 @@
-"""The filter protocol and the context one hook call runs in."""
+"""The filter protocol, the context one hook call runs in, and where a filter finds its backends."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from echo.capabilities import events as events_module
 from echo.config import valves as valves_module
 from echo.domain import bodies
+from echo.ports import backends as backends_port
 
-__all__ = ["ExtendsDeadline", "FailsClosed", "Filter", "HookContext", "Phase"]
+__all__ = [
+    "BackendsProvider",
+    "ExtendsDeadline",
+    "FailsClosed",
+    "Filter",
+    "HookContext",
+    "Phase",
+    "no_backends",
+]
 
 Phase = Literal["inlet", "outlet"]
+
+BackendsProvider = Callable[[], backends_port.Backends]
+"""The running service's backends (`echo.ports.backends`), asked on every call: the hook service
+opens its store at start-up, its embedder and vectors once warmed up."""
+
+
+def no_backends() -> backends_port.Backends:
+    """A provider for a filter built without backends: every part absent."""
+    return backends_port.NONE
 
 
 @dataclass(frozen=True)

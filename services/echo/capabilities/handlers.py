@@ -9,23 +9,21 @@ from echo.domain import kinds
 if TYPE_CHECKING:
     from echo.adapters.openwebui.client import OpenWebUI
     from echo.adapters.store.pool import Store
-    from echo.capabilities.memory.distill import MemoryBackends
     from echo.config.settings import Settings
+    from echo.ports.backends import Index
     from echo.queue.registry import Registry
 
 __all__ = ["builtin_registry"]
 
 
-def builtin_registry(
-    settings: Settings, store: Store, *, memory_backends: MemoryBackends | None = None
-) -> Registry:
+def builtin_registry(settings: Settings, store: Store, *, index: Index | None = None) -> Registry:
     """The handlers `echoctl worker` and the embedded worker run, built with `settings` and `store`,
     each with its kind's payload model (the worker validates a job's payload into it first).
 
     `summary` (context compression): the conversation store and the LLM of background work
     (`echo.adapters.llm.factory`, built on the first job; a handler that holds one has `aclose()`).
-    `distill` (memory): the stores, the LLM, and `memory_backends` (the embedder and vector store;
-    default: the worker's own, opened from `settings` on the first job).
+    `distill` (memory): the stores, the LLM, and `index` (the backends' embedder and vector store,
+    `echo.ports.backends.Index`; default: the worker's own, opened from `settings` on the first job).
     `map_reduce` (attachments): the file registry, the same embedder and vector store, the LLM, and
     Open WebUI's files API when it is configured.
     """
@@ -53,7 +51,7 @@ def builtin_registry(
         payload=compression_payloads.SummaryPayload,
         policy=policy,
     )
-    backends = memory_backends or backends_module.SettingsBackends(settings)
+    backends = index or backends_module.SettingsBackends(settings)
     registry.register(
         kinds.DISTILL,
         distill.DistillHandler(store, lambda: factory.llm_from_settings(settings), backends),

@@ -1,20 +1,20 @@
 """What the LLM-bound job handlers (`summary`, `distill`, `map_reduce`) share: the LLM, built on the
 first job that needs it (a worker that never gets such a job opens no client), the failure a step
 raises to say what went wrong and whether another attempt may succeed, and the embedder and vector
-store a handler waits for (`ready_backends`)."""
+store a handler waits for (`ready_backends`: the backends' `Index`, `echo.ports.backends`)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Protocol
 
 from echo.errors import EchoError
+from echo.ports import backends as backends_port
 from echo.ports import embeddings as embeddings_base
 from echo.ports import llm
 from echo.ports import vectors as vectors_base
 
-__all__ = ["Backends", "Failure", "LazyLLM", "ready_backends"]
+__all__ = ["Failure", "LazyLLM", "ready_backends"]
 
 
 class Failure(Exception):
@@ -46,19 +46,13 @@ class LazyLLM:
             self._llm = None
 
 
-class Backends(Protocol):
-    """Where a handler finds the embedder and the vector store (None while they are not ready)."""
-
-    def embedder(self) -> embeddings_base.Embedder | None: ...
-
-    async def vectors(self) -> vectors_base.VectorStore | None: ...
-
-
-async def ready_backends(backends: Backends) -> tuple[embeddings_base.Embedder, vectors_base.VectorStore]:
+async def ready_backends(
+    index: backends_port.Index,
+) -> tuple[embeddings_base.Embedder, vectors_base.VectorStore]:
     """Both, or a retryable `Failure("not_ready")` saying which failed to open or is not ready yet."""
     try:
-        embedder = backends.embedder()
-        vectors = await backends.vectors()
+        embedder = index.embedder()
+        vectors = await index.vectors()
     except EchoError as error:
         raise Failure(
             "not_ready", f"the embedder or the vector store failed to open: {error}", retryable=True

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from echo.capabilities import base
 from echo.capabilities.compression import filter as compression
-from echo.capabilities.compression import references
 from echo.capabilities.context import filter as context
 from echo.capabilities.masking import filter as masking_filter
 from echo.capabilities.memory import filter as memory
@@ -31,17 +30,15 @@ def build_filters(
     pipe_models: Iterable[str],
     on_masked: masking_filter.OnMasked,
     *,
-    store: compression.StoreProvider | None = None,
-    openwebui: references.OpenWebUIProvider | None = None,
-    runtime: memory.RuntimeProvider | None = None,
+    backends: base.BackendsProvider = base.no_backends,
 ) -> FilterSet:
-    """The filters and pipe hooks; `store` gives the running service's store (None without backends),
-    `openwebui` the Open WebUI API client referenced chats are read from (None unless configured),
-    `runtime` the service's store, embedder and vectors (memory; None without backends)."""
+    """The filters and pipe hooks. `backends` gives the running service's backends
+    (`echo.ports.backends`), asked on every call: the store (None without one), the embedder and
+    vectors (None until warmed up) and Open WebUI's API (None unless configured)."""
     filters: list[base.Filter] = [
-        context.ContextFilter(on_masked, store=store, openwebui=openwebui),
-        compression.CompressionFilter(store, openwebui=openwebui),
-        memory.MemoryFilter(runtime),
+        context.ContextFilter(on_masked, backends=backends),
+        compression.CompressionFilter(backends),
+        memory.MemoryFilter(backends),
     ]
     pipes = [pipe.PipeFilter(model, on_masked) for model in pipe_models]
     return FilterSet(

@@ -81,7 +81,7 @@ def _load_settings(**overrides: Any) -> Settings:
 def main() -> None:
     """ECHO, a cognitive layer for Open WebUI: compression, memory, attachments, rich shadow.
 
-    Configuration comes from ECHO_* environment variables (see the README) and from the mounted
+    Configuration comes from ECHO_* environment variables (docs/configuration.md) and from the mounted
     files they name (ECHO_VALVES_FILE, ECHO_MODEL_THRESHOLDS_FILE).
     """
 
@@ -230,6 +230,7 @@ def compact(chat_id: str, user_id: str, model: str | None, as_json: bool) -> Non
 
     from echo.adapters.store import bootstrap
     from echo.adapters.store import errors as store_errors
+    from echo.capabilities import backends as capability_backends
     from echo.capabilities.compression import filter as compression
     from echo.capabilities.compression import jobs as compression_jobs
     from echo.config import valves as valves_module
@@ -252,7 +253,11 @@ def compact(chat_id: str, user_id: str, model: str | None, as_json: bool) -> Non
     async def run() -> compression_jobs.Compacted:
         async with bootstrap.open_store(settings, application_name="echoctl-compact") as store:
             return await compression_jobs.compact(
-                store, user_id=user_id.strip(), chat_id=chat_id, settings=valves, model=model
+                capability_backends.on_store(store),
+                user_id=user_id.strip(),
+                chat_id=chat_id,
+                settings=valves,
+                model=model,
             )
 
     try:
@@ -378,6 +383,96 @@ def replay(
         command.run(settings, file, options)
     except EchoError as error:
         raise click.ClickException(str(error)) from error
+
+
+@main.group()
+def openwebui() -> None:
+    """Open WebUI, through its own API (an admin's key)."""
+
+
+def _required(value: str | None, option: str, variable: str) -> str:
+    if value is None or not value.strip():
+        raise click.UsageError(f"Missing option '{option}' (or {variable}).")
+    if option.endswith("url") and not value.strip().startswith(("http://", "https://")):
+        raise click.BadParameter(f"must start with http:// or https://, got {value!r}", param_hint=option)
+    return value.strip()
+
+
+@openwebui.command()
+@click.option(
+    "--url",
+    envvar="ECHO_OPENWEBUI_URL",
+    show_envvar=True,
+    help="Open WebUI's root URL, as this machine reaches it.",
+)
+@click.option(
+    "--admin-key",
+    envvar="ECHO_OPENWEBUI_API_KEY",
+    show_envvar=True,
+    help="An Open WebUI admin's API key (sk-…; Open WebUI needs ENABLE_API_KEYS=true) or session token.",
+)
+@click.option(
+    "--echo-url",
+    envvar="ECHO_HOOKS_URL",
+    show_envvar=True,
+    help="echo-hooks' URL as Open WebUI reaches it (the Function's ECHO_URL, the tool server's URL).",
+)
+@click.option(
+    "--echo-key", envvar="ECHO_API_KEY", show_envvar=True, help="ECHO's bearer key (none: a keyless trial)."
+)
+@click.option("--dry-run", is_flag=True, help="Change nothing; print what would change, and check.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="Seconds per call to Open WebUI.",
+)
+def connect(
+    url: str | None,
+    admin_key: str | None,
+    echo_url: str | None,
+    echo_key: str | None,
+    dry_run: bool,
+    timeout: float,
+) -> None:
+    """Install ECHO in Open WebUI and check what ECHO needs there.
+
+    Through Open WebUI's admin API: installs or updates the Function `echo` (ECHO's filter, active and
+    global) with its valves ECHO_URL and ECHO_API_KEY, and registers ECHO's tool server (shared with
+    every user); then checks native function calling, and warns when Open WebUI's own context
+    compaction or memory background review is on. ENABLE_FORWARD_USER_INFO_HEADERS is not in Open
+    WebUI's API: it says "cannot check". A second run changes nothing. One line per thing done,
+    unchanged or missing; the keys are never printed.
+
+    Each option may come from the environment instead: ECHO_OPENWEBUI_URL, ECHO_OPENWEBUI_API_KEY,
+    ECHO_HOOKS_URL, ECHO_API_KEY (better than a key on the command line, which `ps` shows).
+
+    Exit status: 0 all set; 1 something ECHO needs is missing (with --dry-run: or something would
+    change); 3 a call to Open WebUI failed (unreachable, key refused).
+    """
+    import asyncio
+
+    from echo.adapters.openwebui import admin
+    from echo.entrypoints import openwebui_connect
+
+    base = _required(url, "--url", "ECHO_OPENWEBUI_URL")
+    key = _required(admin_key, "--admin-key", "ECHO_OPENWEBUI_API_KEY")
+    hooks = _required(echo_url, "--echo-url", "ECHO_HOOKS_URL").rstrip("/")
+    secret = echo_key.strip() if echo_key and echo_key.strip() else None
+    target = openwebui_connect.Target(hooks, secret, openwebui_connect.function_source())
+
+    async def run() -> openwebui_connect.Report:
+        async with admin.OpenWebUIAdmin(base, key, timeout_s=timeout, redact=[secret or ""]) as owui:
+            return await openwebui_connect.connect(owui, target, dry_run=dry_run)
+
+    done = asyncio.run(run())
+    for line in done.lines:
+        text = line.render()
+        for hidden in (key, secret):
+            text = text.replace(hidden, "***") if hidden else text
+        click.echo(text)
+    click.get_current_context().exit(done.exit_code)
 
 
 def _add_plugin_commands() -> None:

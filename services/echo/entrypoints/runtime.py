@@ -34,11 +34,13 @@ from echo import errors
 from echo.adapters.embeddings import factory as embeddings_factory
 from echo.adapters.store import bootstrap, pool
 from echo.adapters.vectors import factory as vectors_factory
+from echo.capabilities import backends as capability_backends
 from echo.capabilities import handlers as capability_handlers
 from echo.capabilities.memory import backends as memory_backends
 from echo.config.settings import Settings
 from echo.domain import jobs as domain
 from echo.errors import EchoError
+from echo.ports import backends as backends_port
 from echo.ports import embeddings as embeddings_base
 from echo.ports import vectors as vectors_base
 from echo.queue import queue, worker
@@ -65,6 +67,18 @@ class Runtime:
     supervisor: supervision.Supervisor = field(default_factory=supervision.Supervisor, repr=False)
     jobs_note: str | None = None  # why no job runs in this process (None: a worker runs here)
     announced: bool = field(default=False, repr=False)  # `ready` was logged
+    _backends: backends_port.Backends | None = field(default=None, init=False, repr=False)
+
+    def backends(self) -> backends_port.Backends:
+        """What the filters, routes and embedded handlers reach through this runtime
+        (`echo.ports.backends`): the store's repositories and job queue, and the embedder and vectors
+        (`RuntimeBackends`: None until the warm-up opened them). One value for the runtime's life:
+        its index reads the runtime's parts on every call."""
+        if self._backends is None:
+            self._backends = backends_port.Backends(
+                store=capability_backends.on_store(self.store), index=memory_backends.RuntimeBackends(self)
+            )
+        return self._backends
 
     def start_warm_up(self, settings: Settings) -> supervision.Supervised:
         """Warm up in the background; anything it raises beyond an EchoError makes it a failed task."""
@@ -215,9 +229,7 @@ async def open_runtime(
                 fix=WORKER_FIX,
             )
         if in_process:
-            handlers = capability_handlers.builtin_registry(
-                settings, store, memory_backends=memory_backends.RuntimeBackends(runtime)
-            )
+            handlers = capability_handlers.builtin_registry(settings, store, index=runtime.backends().index)
             for spec in handlers:  # handlers that hold a connection (an LLM client) close after the worker
                 close = getattr(spec.handler, "aclose", None)
                 if close is not None:

@@ -14,7 +14,7 @@ One Protocol per repository, each with the methods the capabilities and entry po
 Every method names the user: a user never reads, changes or forgets another user's rows.
 
 Adapters: ``echo.adapters.store`` (PostgreSQL, one schema per tenant) and
-``echo.adapters.memory_store`` (dicts, one instance per tenant); ``tests/contract/store_contract.py``
+``echo.adapters.in_memory_store`` (dicts, one ``Tables`` per tenant); ``tests/contract/store_contract.py``
 is the behaviour both pass.
 """
 

@@ -204,6 +204,25 @@ class Worker:
         """Jobs being run now, by id."""
         return {job_id: slot.job for job_id, slot in self._slots.items()}
 
+    async def run_until_idle(self) -> int:
+        """Claim and run due jobs, those their handlers enqueue included, until none is left; the
+        number claimed. Deterministic: no sleeping, no NOTIFY, nothing in the background once it
+        returns (a retry whose `run_after` lies ahead stays pending). For tests and one-shot runs
+        on a worker that was not `start()`ed; the caller bounds it (`asyncio.timeout`)."""
+        if self._loop is not None:
+            raise RuntimeError("run_until_idle() is for a worker that was not started")
+        claims = 0
+        while True:
+            while (kinds := self._free_kinds()) and (
+                claimed := await self.queue.claim(self.worker_id, kinds, self.lease_seconds)
+            ):
+                await self._begin(claimed)
+                claims += 1
+            tasks = [slot.task for slot in self._slots.values() if slot.task is not None]
+            if not tasks:
+                return claims
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+
     # -- claiming --------------------------------------------------------------------------------
 
     def _free_kinds(self) -> list[str]:

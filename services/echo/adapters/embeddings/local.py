@@ -1,7 +1,7 @@
 """``LocalEmbedder``: sentence-transformers on a model directory, in this process (embedded mode).
 
 The model is loaded lazily, in a worker thread, on the first ``probe``/``embed``; a process loads each
-directory once and every ``LocalEmbedder`` on it shares that model. Encoding runs in
+directory once (of the last 4 used) and every ``LocalEmbedder`` on it shares that model. Encoding runs in
 ``asyncio.to_thread`` one batch at a time, so a query waits behind at most one batch of a long job.
 Hub access is off (``HF_HUB_OFFLINE``, ``local_files_only``): only a directory on disk is loaded.
 """
@@ -16,12 +16,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import cachetools
+
 from echo.ports import embeddings as base
 from echo.support import metrics
 
 __all__ = ["LocalEmbedder"]
 
-_MODELS: dict[tuple[str, str], Any] = {}
+# The models loaded, by (directory, device): a process runs the one its settings name; 4 leave room
+# for a device change (or tests) without keeping stray weights (90 MB for MiniLM, GBs for larger ones).
+# An embedder keeps its model when it leaves the cache. Loaded on worker threads: behind the lock.
+_MODELS: cachetools.LRUCache[tuple[str, str], Any] = cachetools.LRUCache(maxsize=4)
 _MODELS_LOCK = threading.Lock()
 
 
@@ -29,8 +34,9 @@ def _load_model(path: Path, device: str) -> Any:
     """The SentenceTransformer of ``path`` on ``device``, loaded once per process."""
     key = (str(path), device)
     with _MODELS_LOCK:
-        if key in _MODELS:
-            return _MODELS[key]
+        found = _MODELS.get(key)
+        if found is not None:
+            return found
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         if not (path / "config.json").is_file() and not (path / "modules.json").is_file():

@@ -9,14 +9,16 @@ Both reads go through per-process caches, so a turn served by the replica that s
 previous turn reads (almost) nothing: payloads are content-addressed, so a cached one can never be
 stale (``PayloadCache``); a point's rich form is written once and never changed (``PointCache``), and
 a point looked up and not found stays absent — a point is stored by the call that produced it, before
-that call's answer reaches Open WebUI, so before any later call can look it up.
+that call's answer reaches Open WebUI, so before any later call can look it up. Both are
+`cachetools.LRUCache`s, used on the event loop only (so without a lock).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import cachetools
 
 from echo.adapters.store import pool, queries
 from echo.domain import shadow
@@ -34,40 +36,38 @@ def _sql() -> Mapping[str, queries.Query]:
 
 
 class PayloadCache:
-    """The payloads this process read or wrote lately, per owner, up to ``max_bytes`` (LRU)."""
+    """The payloads this process read or wrote lately, per owner, up to ``max_bytes`` of their data
+    (LRU). 64 MiB by default: the images and files of the chats a replica is serving now."""
 
     def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
-        self._items: OrderedDict[tuple[Owner, str], shadow.Payload] = OrderedDict()
-        self._bytes = 0
+        self._items: cachetools.LRUCache[tuple[Owner, str], shadow.Payload] = cachetools.LRUCache(
+            maxsize=max_bytes, getsizeof=lambda payload: len(payload.data)
+        )
 
     def get(self, owner: Owner, payload_hash: str) -> shadow.Payload | None:
-        found = self._items.get((owner, payload_hash))
-        if found is not None:
-            self._items.move_to_end((owner, payload_hash))
-        return found
+        return self._items.get((owner, payload_hash))
 
     def put(self, owner: Owner, payload: shadow.Payload) -> None:
         key = (owner, payload.hash)
         if key in self._items or len(payload.data) > self.max_bytes:
             return
-        self._items[key] = payload
-        self._bytes += len(payload.data)
-        while self._bytes > self.max_bytes:
-            _, dropped = self._items.popitem(last=False)
-            self._bytes -= len(dropped.data)
+        self._items[key] = payload  # the least recently used payloads make room
 
     def forget(self, owner: Owner) -> None:
         for key in [key for key in self._items if key[0] == owner]:
-            self._bytes -= len(self._items.pop(key).data)
+            del self._items[key]
 
 
 class PointCache:
-    """Stored points (or their absence, None) this process looked up or wrote, per owner (LRU)."""
+    """Stored points (or their absence, None) this process looked up or wrote, per owner (LRU).
+    20,000 by default: the histories of some 100 long chats, a few KB each (the rich skeletons)."""
 
     def __init__(self, max_entries: int = 20_000) -> None:
         self.max_entries = max_entries
-        self._items: OrderedDict[tuple[Owner, str], shadow.StoredPoint | None] = OrderedDict()
+        self._items: cachetools.LRUCache[tuple[Owner, str], shadow.StoredPoint | None] = cachetools.LRUCache(
+            maxsize=max_entries
+        )
 
     def lookup(self, owner: Owner, hashes: Iterable[str]) -> tuple[dict[str, shadow.StoredPoint], list[str]]:
         """The cached points among ``hashes``, and the hashes not cached."""
@@ -78,17 +78,13 @@ class PointCache:
             if key not in self._items:
                 unknown.append(cumulative)
                 continue
-            self._items.move_to_end(key)
-            point = self._items[key]
+            point = self._items[key]  # now the most recently used
             if point is not None:
                 found[cumulative] = point
         return found, unknown
 
     def put(self, owner: Owner, cumulative: str, point: shadow.StoredPoint | None) -> None:
         self._items[(owner, cumulative)] = point
-        self._items.move_to_end((owner, cumulative))
-        while len(self._items) > self.max_entries:
-            self._items.popitem(last=False)
 
     def forget(self, owner: Owner) -> None:
         for key in [key for key in self._items if key[0] == owner]:

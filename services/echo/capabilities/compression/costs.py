@@ -13,7 +13,7 @@ pure functions of the messages, so they are cached:
   a prefix (compared as dicts, in one C-level list comparison), and only the new messages are worked
   out. The results are those of the uncached functions, which the tests check.
 
-Each cache holds at most `entries` (least recently used out first). The per-message ones memoise
+Each cache holds at most `entries` entries (least recently used out first). The per-message ones memoise
 pure functions of their key with `functools.lru_cache` (in C, and thread-safe: large chats are
 prepared on worker threads, and racing threads at worst compute an entry twice); the prefixes are a
 `cachetools.LRUCache` weighed in messages, behind a lock (cachetools caches are not thread-safe).

@@ -23,14 +23,15 @@ from typing import Any, Literal
 
 import structlog
 
-from echo.adapters.store import conversations, pool
+from echo.adapters.store import conversations
 from echo.capabilities.compression import payloads
 from echo.config import thresholds
 from echo.config import valves as valves_module
 from echo.domain import kinds
 from echo.domain.compression import budgets, compaction, locales, planning
 from echo.domain.compression import messages as msgs
-from echo.queue import queue
+from echo.ports import backends as backends_port
+from echo.ports import store as store_port
 
 __all__ = ["Compacted", "compact", "enqueue_summary", "latest_user_texts", "planned_messages", "summary_job"]
 
@@ -95,9 +96,9 @@ def planned_messages(
 
 
 async def enqueue_summary(
-    store: pool.Store,
-    conversation_store: conversations.Conversations,
-    jobs: queue.JobQueue,
+    store: store_port.Transactions,
+    conversation_store: store_port.ConversationStore,
+    jobs: backends_port.Jobs,
     job: payloads.SummaryPayload,
     planned: Mapping[str, Mapping[str, Any]],
 ) -> int:
@@ -148,7 +149,7 @@ class Compacted:
 
 
 async def compact(
-    store: pool.Store,
+    store: backends_port.Repositories,
     *,
     user_id: str,
     chat_id: str,
@@ -160,7 +161,7 @@ async def compact(
     `settings`: the `echo_compression` valves in force; `model`: the chat's model, for the summary
     window and, when `summary_model` is empty, the summary model (None: the worker's default).
     """
-    conversation_store = conversations.Conversations(store)
+    conversation_store = store.conversations
     invariants = await conversation_store.latest_branch(user_id, chat_id)
     if invariants is None:
         return Compacted(
@@ -206,9 +207,9 @@ async def compact(
     job = summary_job(
         plan, turns, settings, branch.messages, model=model, base_model=None, user_id=user_id, chat_id=chat_id
     )
-    jobs = queue.JobQueue(store)
+    jobs = store.jobs
     job_id = await enqueue_summary(
-        store, conversation_store, jobs, job, planned_messages(plan, turns, branch.messages)
+        store.transactions, conversation_store, jobs, job, planned_messages(plan, turns, branch.messages)
     )
     info = await jobs.get(job_id)
     state = info.state.value if info is not None else "done"  # swept by retention in between

@@ -6,9 +6,9 @@ For each `files` entry of type `chat` (all of them at once, concurrently):
 1. the chat's latest branch: from Open WebUI's API when `ECHO_OPENWEBUI_URL` and
    `ECHO_OPENWEBUI_API_KEY` are configured (its active branch, `history.currentId`; `output` items
    unfolded as the outlet does), used only when the chat's `user_id` is the user's; else, or when
-   the API fails or does not know the chat, the store's chat head (`Conversations.latest_branch`,
+   the API fails or does not know the chat, the store's chat head (`ConversationStore.latest_branch`,
    written by the outlet: chats ECHO has seen, per user) and the content-addressed messages;
-2. the newest summary valid for that branch (`Conversations.best_summary`, one indexed lookup):
+2. the newest summary valid for that branch (`ConversationStore.best_summary`, one indexed lookup):
    identity is content, so the referenced chat's own summaries, and those of any chat of the user
    sharing its prefix, serve;
 3. `references.render` within the reference's share of the budget. Over it, when a summary job
@@ -17,6 +17,10 @@ For each `files` entry of type `chat` (all of them at once, concurrently):
    waits for it at most `reference_summary_wait_seconds`, and never past the hook's deadline; then
    it renders again with whatever summary exists, cut to the budget. The job goes on if the wait
    is over: its summary serves later references (and the referenced chat's own inlets).
+
+What one inlet asks of its references travels as one ``Request`` (whose, how many tokens each may
+take, under which valves, for which model and language, by when); the store, the job queue and Open
+WebUI's API come from the backends (``echo.ports.backends``).
 
 The wait is the one place an inlet waits on an LLM (seed 002; DESIGN §9). It polls the job's row
 (a primary-key lookup every 50 ms, backing off to 250 ms): a finished job sends no notification,
@@ -45,28 +49,23 @@ from typing import Any, Literal
 import structlog
 
 from echo.adapters.openwebui import client as openwebui_client
-from echo.adapters.store import conversations, pool
 from echo.adapters.store import errors as store_errors
 from echo.capabilities import events as events_module
 from echo.capabilities.compression import jobs as compression_jobs
+from echo.capabilities.compression import metrics as compression_metrics
 from echo.config import valves as valves_module
-from echo.domain import history
+from echo.domain import history, output_items
 from echo.domain import jobs as domain
 from echo.domain.compression import compaction, references, selection
 from echo.domain.compression import messages as msgs
 from echo.errors import ConfigError
-from echo.queue import queue
-from echo.support import metrics
+from echo.ports import backends as backends_port
 
-__all__ = ["Applied", "OpenWebUIProvider", "Resolved", "Resolver", "insert_blocks", "strip_files"]
+__all__ = ["Applied", "Request", "Resolved", "Resolver", "insert_blocks", "strip_files"]
 
 log = structlog.get_logger("echo.filters.compression")
 
-OpenWebUIProvider = Callable[[], openwebui_client.OpenWebUI | None]
-"""Open WebUI's API client of the running service, or None (not configured): asked on every call."""
-
 TurnsOf = Callable[[Sequence[Mapping[str, Any]]], msgs.Turns]
-Unfold = Callable[[Sequence[Mapping[str, Any]]], list[Mapping[str, Any]]]
 Source = Literal["openwebui", "store"]
 
 RESERVE_SECONDS = 0.1  # of the hook's deadline, left for assembling the request (and, before that, for
@@ -75,6 +74,31 @@ _POLL_FIRST, _POLL_MOST = 0.05, 0.25  # seconds between two looks at the job's r
 _NAME_CHARS = 80  # of a referenced chat's title in a status line (the title comes with the request)
 UNSEEN = "ECHO has not seen it among your chats"  # never says whether another user has such a chat
 _FINISHED = frozenset({domain.JobState.DONE, domain.JobState.DEAD})
+
+
+@dataclass(frozen=True)
+class Request:
+    """What one inlet asks of its references: the user's (``user_id``) in chat ``chat_id``, at most
+    ``budget`` tokens each, under the valves ``settings``, for the chat's ``model`` and
+    ``base_model``, in ``locale``, by ``deadline`` (a monotonic instant; None: no deadline)."""
+
+    user_id: str
+    chat_id: str | None
+    budget: int
+    settings: valves_module.CompressionValves
+    model: str | None
+    base_model: str | None
+    locale: str
+    deadline: float | None
+
+
+@dataclass(frozen=True)
+class _Window:
+    """When a reference's summary wait ends (``wait_until``) and when the whole step ends (``ends``,
+    None: no deadline), both monotonic instants."""
+
+    wait_until: float
+    ends: float | None
 
 
 @dataclass(frozen=True)
@@ -130,65 +154,33 @@ class Resolver:
 
     def __init__(
         self,
-        store: pool.Store,
-        conversation_store: conversations.Conversations,
-        jobs: queue.JobQueue,
-        openwebui: openwebui_client.OpenWebUI | None,
+        store: backends_port.Repositories,
+        openwebui: backends_port.OpenWebUI | None,
         *,
         turns_of: TurnsOf,
-        unfold: Unfold,
         counter: msgs.TokenCounter,
     ) -> None:
         self.store = store
-        self.conversations = conversation_store
-        self.jobs = jobs
         self.openwebui = openwebui
         self._turns_of = turns_of
-        self._unfold = unfold
         self._counter = counter
 
-    async def resolve_all(
-        self,
-        found: Sequence[references.ChatReference],
-        *,
-        user_id: str,
-        budget: int,
-        settings: valves_module.CompressionValves,
-        model: str | None,
-        base_model: str | None,
-        locale: str,
-        deadline: float | None,
-        chat_id: str | None,
-    ) -> Applied:
-        """Every reference of ``found`` that could be resolved before ``deadline`` (a monotonic
-        instant, None: no deadline), in their order; the others stay in ``files``."""
+    async def resolve_all(self, found: Sequence[references.ChatReference], request: Request) -> Applied:
+        """Every reference of ``found`` that could be resolved before the request's deadline, in
+        their order; the others stay in ``files``."""
         applied = Applied()
         if not found:
             return applied
+        chat_id, budget = request.chat_id, request.budget
         started = time.monotonic()
-        ends = deadline - RESERVE_SECONDS if deadline is not None else None
-        wait_until = started + settings.reference_summary_wait_seconds
+        ends = request.deadline - RESERVE_SECONDS if request.deadline is not None else None
+        wait_until = started + request.settings.reference_summary_wait_seconds
         if ends is not None:  # a waiting reference still reads its summary and renders after the wait
             wait_until = min(wait_until, ends - RESERVE_SECONDS)
+        window = _Window(wait_until, ends)
         timeout = None if ends is None else max(0.0, ends - time.monotonic())
         results = await asyncio.gather(  # each reference on its own; none outlives the hook's deadline
-            *(
-                asyncio.wait_for(
-                    self._resolve(
-                        reference,
-                        user_id=user_id,
-                        budget=budget,
-                        settings=settings,
-                        model=model,
-                        base_model=base_model,
-                        locale=locale,
-                        wait_until=wait_until,
-                        ends=ends,
-                    ),
-                    timeout,
-                )
-                for reference in found
-            ),
+            *(asyncio.wait_for(self._resolve(reference, request, window), timeout) for reference in found),
             return_exceptions=True,
         )
         for reference, result in zip(found, results, strict=True):
@@ -226,7 +218,7 @@ class Resolver:
                     )
                 )
                 continue
-            metrics.COMPRESSION_FAILURES.labels("inlet", "reference").inc()
+            compression_metrics.COMPRESSION_FAILURES.labels("inlet", "reference").inc()
             log.warning(
                 "reference_failed",
                 chat_id=chat_id,
@@ -243,20 +235,11 @@ class Resolver:
         return applied
 
     async def _resolve(
-        self,
-        reference: references.ChatReference,
-        *,
-        user_id: str,
-        budget: int,
-        settings: valves_module.CompressionValves,
-        model: str | None,
-        base_model: str | None,
-        locale: str,
-        wait_until: float,
-        ends: float | None,
+        self, reference: references.ChatReference, request: Request, window: _Window
     ) -> Resolved | str:
         """The block of one reference, or why there is none ("unknown", "another user's chat")."""
-        loaded = await self._branch(reference.chat_id, user_id, ends)
+        user_id, budget, settings, locale = request.user_id, request.budget, request.settings, request.locale
+        loaded = await self._branch(reference.chat_id, user_id, window.ends)
         if isinstance(loaded, str):
             return loaded
         branch, source = loaded
@@ -277,8 +260,8 @@ class Resolver:
                 branch.turns,
                 settings,
                 branch.messages,
-                model=model,
-                base_model=base_model,
+                model=request.model,
+                base_model=request.base_model,
                 user_id=user_id,
                 chat_id=reference.chat_id,
             )
@@ -287,10 +270,10 @@ class Resolver:
             return Resolved(reference, block, source)
         planned = compression_jobs.planned_messages(plan, branch.turns, branch.messages)
         job_id = await compression_jobs.enqueue_summary(
-            self.store, self.conversations, self.jobs, job, planned
+            self.store.transactions, self.store.conversations, self.store.jobs, job, planned
         )
         started = time.monotonic()
-        await self._wait(job_id, wait_until)
+        await self._wait(job_id, window.wait_until)
         waited = time.monotonic() - started
         summary = await self._summary(user_id, branch)
         block = references.render(
@@ -299,14 +282,14 @@ class Resolver:
         return Resolved(reference, block, source, job_id=job_id, waited=waited)
 
     async def _summary(self, user_id: str, branch: compaction.Branch) -> selection.StoredSummary | None:
-        row = await self.conversations.best_summary(user_id, branch.turns.hashes)
+        row = await self.store.conversations.best_summary(user_id, branch.turns.hashes)
         return row.summary if row is not None else None
 
     async def _wait(self, job_id: int, until: float) -> None:
         """Until the job is done or dead, or ``until`` (a monotonic instant)."""
         delay = _POLL_FIRST
         while True:
-            info = await self.jobs.get(job_id)
+            info = await self.store.jobs.get(job_id)
             if info is None or info.state in _FINISHED:  # None: swept by retention, so finished
                 return
             left = until - time.monotonic()
@@ -337,10 +320,10 @@ class Resolver:
                     )
                     return "another user's chat"
                 return self._from_messages(history.active_branch(answer)), "openwebui"
-        invariants = await self.conversations.latest_branch(user_id, chat_id)
+        invariants = await self.store.conversations.latest_branch(user_id, chat_id)
         if invariants is None:
             return "unknown"
-        stored = await self.conversations.messages(user_id, invariants)
+        stored = await self.store.conversations.messages(user_id, invariants)
         try:
             return compaction.rebuild_branch(invariants, stored), "store"
         except compaction.MissingMessages as error:
@@ -348,7 +331,7 @@ class Resolver:
 
     def _from_messages(self, messages: Sequence[Mapping[str, Any]]) -> compaction.Branch:
         """The branch of a chat's message list: its turns only, hashed as the outlet hashes them."""
-        unfolded = self._unfold(messages)
+        unfolded = output_items.unfold_output_items(messages)
         kinds = msgs.kinds_of(unfolded)
         turn_messages = [
             message for message, kind in zip(unfolded, kinds, strict=True) if kind is msgs.Kind.TURN

@@ -47,14 +47,16 @@ from echo.adapters.llm import errors as llm_errors
 from echo.adapters.store import conversations
 from echo.adapters.store import errors as store_errors
 from echo.capabilities import handling
+from echo.capabilities.compression import metrics as compression_metrics
 from echo.capabilities.compression import payloads
 from echo.domain import chain, tokens
 from echo.domain import jobs as domain
 from echo.domain.compression import fence, fitting, planning
 from echo.domain.compression import messages as msgs
 from echo.ports import llm
+from echo.ports import store as store_port
 from echo.queue import errors
-from echo.support import metrics, offload
+from echo.support import offload
 
 __all__ = ["THREAD_TURNS", "SummaryHandler"]
 
@@ -82,7 +84,7 @@ class SummaryHandler:
 
     def __init__(
         self,
-        store: conversations.Conversations,
+        store: store_port.ConversationStore,
         llm_factory: Callable[[], llm.LLM],
         *,
         max_attempts: int,
@@ -109,9 +111,9 @@ class SummaryHandler:
             return
         if spec.chat_id:
             await self.store.clear_summary_failure(spec.user_id, spec.chat_id)
-        metrics.COMPRESSION_SUMMARIES.labels(outcome).inc()
+        compression_metrics.COMPRESSION_SUMMARIES.labels(outcome).inc()
         if outcome == "created":
-            metrics.COMPRESSION_SUMMARY_SECONDS.observe(time.perf_counter() - started)
+            compression_metrics.COMPRESSION_SUMMARY_SECONDS.observe(time.perf_counter() - started)
 
     async def _summarise(self, spec: payloads.SummaryPayload, bound: Any) -> str:
         hashes = await _cpu(len(spec.invariants), spec.hashes)
@@ -178,7 +180,7 @@ class SummaryHandler:
         if not saved:
             bound.info("summary_exists", covered_count=fitted.covered_count)
             return "existing"
-        metrics.COMPRESSION_SUMMARY_RATIO.observe(input_tokens / max(1, summary_tokens))
+        compression_metrics.COMPRESSION_SUMMARY_RATIO.observe(input_tokens / max(1, summary_tokens))
         bound.info(
             "summary_created",
             covered_count=fitted.covered_count,
@@ -247,12 +249,12 @@ class SummaryHandler:
     ) -> None:
         """Count the failure, then retry, or give up (the chat's next inlet says so) silently or
         dead-lettered (``summary_fail_mode``)."""
-        metrics.COMPRESSION_SUMMARY_FAILURES.labels(failure.reason).inc()
+        compression_metrics.COMPRESSION_SUMMARY_FAILURES.labels(failure.reason).inc()
         if failure.retryable and job.attempts < self.max_attempts:
-            metrics.COMPRESSION_SUMMARIES.labels("retry").inc()
+            compression_metrics.COMPRESSION_SUMMARIES.labels("retry").inc()
             bound.warning("summary_retry", reason=failure.reason, error=str(failure), attempt=job.attempts)
             raise errors.RetryLater(str(failure))
-        metrics.COMPRESSION_SUMMARIES.labels("failed").inc()
+        compression_metrics.COMPRESSION_SUMMARIES.labels("failed").inc()
         bound.error("summary_failed", reason=failure.reason, error=str(failure), fail_mode=spec.fail_mode)
         if spec.chat_id:
             try:

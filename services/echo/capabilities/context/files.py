@@ -33,14 +33,15 @@ from typing import Any
 import structlog
 
 from echo.adapters.openwebui import client as openwebui_client
-from echo.adapters.store import attachments, pool
 from echo.adapters.store import errors as store_errors
+from echo.capabilities.context import metrics as context_metrics
 from echo.capabilities.context import payloads as context_payloads
 from echo.config import valves as valves_module
 from echo.domain import kinds
 from echo.domain.attachments import blocks, parts, routing
 from echo.domain.attachments import mime as mime_module
-from echo.queue import queue
+from echo.ports import backends as backends_port
+from echo.ports import store as store_port
 from echo.support import metrics
 
 __all__ = ["FileOutcome", "Files", "Turn", "file_items", "map_reduce_job_key"]
@@ -123,36 +124,32 @@ def _facts(item: Mapping[str, Any], record: Mapping[str, Any] | None) -> routing
 
 
 class Files:
-    """Handles the files of inlets: `store` and `openwebui` give the running service's (None when
-    absent)."""
+    """Handles the files of inlets with the running service's backends (`echo.ports.backends`, asked
+    per file: its store and Open WebUI's API, each None when absent)."""
 
-    def __init__(
-        self,
-        store: Callable[[], pool.Store | None],
-        openwebui: Callable[[], openwebui_client.OpenWebUI | None],
-    ) -> None:
-        self._store = store
-        self._openwebui = openwebui
+    def __init__(self, backends: Callable[[], backends_port.Backends]) -> None:
+        self._backends = backends
 
     async def handle_all(self, items: list[dict[str, Any]], turn: Turn) -> list[FileOutcome]:
         outcomes = list(await asyncio.gather(*(self._handle(item, turn) for item in items)))
         for outcome in outcomes:
-            metrics.CONTEXT_FILES.labels(outcome.mode).inc()
+            context_metrics.CONTEXT_FILES.labels(outcome.mode).inc()
         return outcomes
 
     async def _handle(self, item: dict[str, Any], turn: Turn) -> FileOutcome:
         file_id = str(item["id"])
         facts = _facts(item, None)
-        store = self._store()
+        backends = self._backends()
+        store = backends.store
         try:
             if store is not None:
-                known = await attachments.Attachments(store).by_file(turn.user_id, turn.chat_id, file_id)
+                known = await store.attachments.by_file(turn.user_id, turn.chat_id, file_id)
                 textual = known is not None and mime_module.kind_of(known.mime_type) not in _MEDIA
                 if known is not None and textual and known.mode == routing.Mode.RAG.value:
                     return FileOutcome(
                         file_id, known.filename, True, "reused", block=_registered_block(known)
                     )
-            api = self._openwebui()
+            api = backends.openwebui
             if facts.text is None and api is not None:
                 record = await api.file(file_id, timeout_s=_left(turn.deadline))
                 if record is None:
@@ -181,8 +178,8 @@ class Files:
     async def _route(
         self,
         facts: routing.FileFacts,
-        store: pool.Store | None,
-        api: openwebui_client.OpenWebUI | None,
+        store: backends_port.Repositories | None,
+        api: backends_port.OpenWebUI | None,
         turn: Turn,
         *,
         owner_checked: bool,
@@ -238,7 +235,7 @@ class Files:
             else None
         )
         ingest = decision.mode is routing.Mode.RAG or decision.transcribe  # a map_reduce job to run
-        new = attachments.NewAttachment(
+        new = store_port.NewAttachment(
             chat_id=chat_id,
             file_id=facts.file_id,
             filename=facts.filename,
@@ -249,8 +246,8 @@ class Files:
             size_bytes=len(content) if content is not None else facts.size_bytes or 0,
             pending_text=facts.text if decision.mode is routing.Mode.RAG and api is None else None,
         )
-        registry = attachments.Attachments(store)
-        async with store.transaction() as connection:
+        registry = store.attachments
+        async with store.transactions.transaction() as connection:
             source_id, created = await registry.register(
                 connection,
                 user_id,
@@ -259,7 +256,7 @@ class Files:
                 retention_seconds=settings.EPHEMERAL_RETENTION_HOURS * 3600.0,
             )
             if ingest and created:
-                await queue.JobQueue(store).enqueue(
+                await store.jobs.enqueue(
                     kinds.MAP_REDUCE,
                     _job_payload(user_id, chat_id, source_id, facts, verdict.mime, settings),
                     idempotency_key=map_reduce_job_key(user_id, source_id),
@@ -334,7 +331,7 @@ def _left_out(facts: routing.FileFacts, reason: str) -> FileOutcome:
     return FileOutcome(facts.file_id or "", facts.filename, False, "left", note=note)
 
 
-def _registered_block(known: attachments.Attachment) -> str:
+def _registered_block(known: store_port.Attachment) -> str:
     if known.status == "ready" and known.summary:
         return blocks.rag_block(known.filename, known.mime_type, known.source_id, known.summary)
     if known.status == "failed":

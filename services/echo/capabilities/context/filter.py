@@ -13,9 +13,8 @@ unchanged and Open WebUI handles the files itself):
    (`##MODEL_ID##` / `##MODEL_ORIGIN##`, resolved by the `echo.*` pipe; for other models the body's
    model id is written in directly), the user's name, date and time, location and timezone from Open
    WebUI's user and `metadata.variables` (valve defaults otherwise), and the chat's registries read
-   from the store: files (`echo.adapters.store.attachments`), plans and code
-   (`echo.adapters.store.registries`); empty
-   ones are omitted, and a store that fails leaves them out rather than the block.
+   from the store (the backends' `attachments` and `registries`, `echo.ports.store`); empty ones are
+   omitted, and a store that fails (or none) leaves them out rather than the block.
 4. The blocks go in front of the user's text, in the same turn (the hash chain ignores them, so they
    never accumulate in history); native parts go after the user's parts.
 
@@ -26,25 +25,25 @@ done with each file, and why a file was left to Open WebUI.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
 import echo
-from echo.adapters.openwebui import client as openwebui_client
-from echo.adapters.store import attachments, pool, registries
 from echo.adapters.store import errors as store_errors
 from echo.capabilities import base
 from echo.capabilities import events as events_module
 from echo.capabilities.compression import costs as compression_costs
 from echo.capabilities.context import files as context_files
+from echo.capabilities.context import metrics as context_metrics
 from echo.capabilities.masking import filter as masking_filter
 from echo.config import valves as valves_module
 from echo.domain import aec, shadow
 from echo.domain.attachments import parts as parts_module
-from echo.support import metrics, offload
+from echo.ports import store as store_port
+from echo.support import offload
 
 __all__ = ["ContextFilter"]
 
@@ -76,7 +75,7 @@ def _compose(content: object, leading: list[str], trailing: list[dict[str, Any]]
     return ([{"type": "text", "text": head}] if head else []) + own + trailing
 
 
-def _file_entry(found: attachments.Attachment) -> aec.FileEntry:
+def _file_entry(found: store_port.Attachment) -> aec.FileEntry:
     statut = found.mode if found.status == "ready" else f"{found.mode}:{found.status}"
     return aec.FileEntry(found.filename, found.source_id, found.mime_type, statut, found.source_id)
 
@@ -102,12 +101,11 @@ class ContextFilter:
         self,
         on_masked: masking_filter.OnMasked,
         *,
-        store: Callable[[], pool.Store | None] | None = None,
-        openwebui: Callable[[], openwebui_client.OpenWebUI | None] | None = None,
+        backends: base.BackendsProvider | None = None,
     ) -> None:
         self._on_masked = on_masked
-        self._store = store or (lambda: None)
-        self.files = context_files.Files(self._store, openwebui or (lambda: None))
+        self._backends = backends or base.no_backends
+        self.files = context_files.Files(self._backends)
 
     @staticmethod
     def _valves(ctx: base.HookContext) -> valves_module.ContextValves:
@@ -196,14 +194,12 @@ class ContextFilter:
         files: list[aec.FileEntry] = []
         plans: list[aec.PlanEntry] = []
         codex: list[aec.CodexEntry] = []
-        store = self._store()
+        store = self._backends().store
         user_id, chat_id = ctx.ids.user_id, ctx.ids.chat_id
         if store is not None and user_id and chat_id:
             try:
-                files = [
-                    _file_entry(a) for a in await attachments.Attachments(store).of_chat(user_id, chat_id)
-                ]
-                plans, codex = await registries.Registries(store).snapshot(user_id, chat_id)
+                files = [_file_entry(a) for a in await store.attachments.of_chat(user_id, chat_id)]
+                plans, codex = await store.registries.snapshot(user_id, chat_id)
             except store_errors.StoreError as error:
                 log.warning(
                     "aec_registries_failed", chat_id=chat_id, error=str(error), returned="block without"
@@ -232,7 +228,7 @@ class ContextFilter:
         kept = checked.images - checked.corrected
         for outcome, count in (("kept", kept), ("corrected", checked.corrected), ("refused", refused)):
             if count:
-                metrics.CONTEXT_IMAGE_PARTS.labels(outcome).inc(count)
+                context_metrics.CONTEXT_IMAGE_PARTS.labels(outcome).inc(count)
 
     async def outlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
         messages = body.get("messages")

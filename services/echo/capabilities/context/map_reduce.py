@@ -37,16 +37,18 @@ from echo.adapters.openwebui import client as openwebui_client
 from echo.adapters.store import attachments, pool
 from echo.adapters.store import errors as store_errors
 from echo.capabilities import handling
+from echo.capabilities.context import metrics as context_metrics
 from echo.capabilities.context import payloads
 from echo.domain import jobs as domain
 from echo.domain import tokens
 from echo.domain.attachments import chunking, extraction, mapreduce
 from echo.domain.attachments import mime as mime_module
+from echo.ports import backends as backends_port
 from echo.ports import embeddings as embeddings_base
 from echo.ports import llm
 from echo.ports import vectors as vectors_base
 from echo.queue import errors
-from echo.support import metrics, offload
+from echo.support import offload
 
 __all__ = ["MapReduceHandler", "chunk_point_id"]
 
@@ -87,7 +89,7 @@ class MapReduceHandler:
         self,
         store: pool.Store,
         llm_factory: Callable[[], llm.LLM],
-        backends: handling.Backends,
+        backends: backends_port.Index,
         openwebui: openwebui_client.OpenWebUI | None,
         *,
         max_attempts: int,
@@ -115,7 +117,7 @@ class MapReduceHandler:
         for user_id, source_id in expired:
             await vectors.delete_where(vectors_base.Kind.EPHEMERAL, user_id=user_id, source_id=source_id)
             await self.registry.delete(user_id, source_id)
-        metrics.CONTEXT_EXPIRED.inc(len(expired))
+        context_metrics.CONTEXT_EXPIRED.inc(len(expired))
         log.info("files_expired", count=len(expired))
         return len(expired)
 
@@ -125,7 +127,7 @@ class MapReduceHandler:
         try:
             done = await self._run(spec, bound)
         except _Failure as failure:
-            metrics.CONTEXT_MAP_REDUCE_FAILURES.labels(failure.reason).inc()
+            context_metrics.CONTEXT_MAP_REDUCE_FAILURES.labels(failure.reason).inc()
             last = not failure.retryable or job.attempts >= self.max_attempts
             bound.warning(
                 "map_reduce_failed", reason=failure.reason, error=str(failure), attempt=job.attempts
@@ -136,10 +138,10 @@ class MapReduceHandler:
                 raise errors.RetryLater(str(failure)) from failure
             raise errors.PermanentJobError(str(failure)) from failure
         except store_errors.StoreError as error:
-            metrics.CONTEXT_MAP_REDUCE_FAILURES.labels("store").inc()
+            context_metrics.CONTEXT_MAP_REDUCE_FAILURES.labels("store").inc()
             raise errors.RetryLater(f"store: {error}") from error
         if done:
-            metrics.CONTEXT_MAP_REDUCE_SECONDS.observe(time.perf_counter() - started)
+            context_metrics.CONTEXT_MAP_REDUCE_SECONDS.observe(time.perf_counter() - started)
 
     async def _mark_failed(self, spec: payloads.MapReducePayload, reason: str, bound: Any) -> None:
         try:
@@ -258,8 +260,8 @@ class MapReduceHandler:
                 raise _Failure(
                     "vectors", f"vector store failed: {error}", retryable=error.retryable
                 ) from error
-            metrics.CONTEXT_CHUNKS.inc(len(points))
-            metrics.CONTEXT_INGESTED_BYTES.inc(sum(len(c.text.encode("utf-8")) for c in batch))
+            context_metrics.CONTEXT_CHUNKS.inc(len(points))
+            context_metrics.CONTEXT_INGESTED_BYTES.inc(sum(len(c.text.encode("utf-8")) for c in batch))
         return chunks
 
     async def _summary(

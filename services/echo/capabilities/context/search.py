@@ -1,7 +1,7 @@
 """`search_session_context(source_id, query)`: the best chunks of one ingested file, for its user only.
 
 The tool the `<smart_context>` block tells the model to use. The source must be a file of the calling
-user (`echo.adapters.store.attachments`): a source id of another user, or one that expired, answers with no
+user (the backends' `AttachmentStore`): a source id of another user, or one that expired, answers with no
 chunk and says the source is unknown, exactly as a source that never existed. A file still being
 ingested answers with what is indexed so far and says it is pending.
 """
@@ -10,29 +10,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
-from echo.adapters.store import attachments, pool
-from echo.ports import embeddings as embeddings_base
+from echo.capabilities.context import metrics as context_metrics
+from echo.ports import backends as backends_port
 from echo.ports import vectors as vectors_base
-from echo.support import metrics
 
-__all__ = ["PARAMETERS", "SearchBackends", "run_tool", "search_session_context"]
-
-
-class SearchBackends(Protocol):
-    store: pool.Store
-    embedder: embeddings_base.Embedder
-    vectors: vectors_base.VectorStore | None
+__all__ = ["PARAMETERS", "run_tool", "search_session_context"]
 
 
 async def search_session_context(
-    backends: SearchBackends, user_id: str, source_id: str, query: str, k: int
+    store: backends_port.Repositories,
+    index: backends_port.Index | None,
+    user_id: str,
+    source_id: str,
+    query: str,
+    k: int,
 ) -> dict[str, Any]:
-    """`{"source_id", "status", "filename", "chunks": [{"text", "score", "chunk_index"}]}`, best first;
-    raises `EchoError` subclasses when the store, the embedder or the vector store fails."""
+    """`{"source_id", "status", "filename", "chunks": [{"text", "score", "chunk_index"}]}`, best first,
+    from the file registry of `store` and the embedder and vectors of `index`; raises `EchoError`
+    subclasses when the store, the embedder or the vector store fails (retryable while not ready)."""
     started = time.perf_counter()
-    found = await attachments.Attachments(backends.store).get(user_id, source_id)
+    found = await store.attachments.get(user_id, source_id)
     if found is None:
         return {"source_id": source_id, "status": "unknown", "filename": None, "chunks": []}
     answer: dict[str, Any] = {
@@ -44,10 +43,12 @@ async def search_session_context(
     if found.status == "failed":
         answer["error"] = found.error
         return answer
-    if backends.vectors is None:
+    embedder = index.embedder() if index is not None else None
+    vectors = await index.vectors() if index is not None else None
+    if embedder is None or vectors is None:
         raise vectors_base.VectorStoreError("the vector store is not ready yet", retryable=True)
-    vector = (await backends.embedder.embed([query]))[0]
-    hits = await backends.vectors.search(
+    vector = (await embedder.embed([query]))[0]
+    hits = await vectors.search(
         vectors_base.Kind.EPHEMERAL, vector, user_id=user_id, source_id=source_id, limit=k
     )
     answer["chunks"] = [
@@ -58,7 +59,7 @@ async def search_session_context(
         }
         for hit in hits
     ]
-    metrics.CONTEXT_SEARCH_SECONDS.observe(time.perf_counter() - started)
+    context_metrics.CONTEXT_SEARCH_SECONDS.observe(time.perf_counter() - started)
     return answer
 
 
@@ -81,7 +82,7 @@ PARAMETERS: dict[str, Any] = {
 
 
 async def run_tool(
-    user_id: str, arguments: Mapping[str, Any], backends: SearchBackends | None
+    user_id: str, arguments: Mapping[str, Any], backends: backends_port.Backends | None
 ) -> dict[str, Any]:
     """`search_session_context` as the pipe runs it server-side: the arguments Gemini wrote, checked."""
     source_id, query = arguments.get("source_id"), arguments.get("query")
@@ -91,6 +92,8 @@ async def run_tool(
         raise ValueError("query: expected a non-empty string")
     k = arguments.get("k", 5)
     k = k if isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= 20 else 5
-    if backends is None:
+    if backends is None or backends.store is None:
         raise ValueError("no store: ECHO runs without the backends of the ephemeral RAG")
-    return await search_session_context(backends, user_id, source_id.strip(), query[:20000], k)
+    return await search_session_context(
+        backends.store, backends.index, user_id, source_id.strip(), query[:20000], k
+    )

@@ -1,10 +1,11 @@
-"""Where `distill` jobs find the embedder and the vector store.
+"""Where job handlers (`distill`, `map_reduce`) find the embedder and the vector store: the two
+implementations of the backends' `Index` (`echo.ports.backends`).
 
 In `echoctl worker` (a distiller pod) the worker opens its own: the embedder from the settings
 (Infinity over HTTP, or the local model) and, once the embedder has told its dimension, the tenant's
 vector store (a Qdrant server: several workers need one they can share). In `echoctl serve`'s
-embedded worker the hook service's own are used (`RuntimeBackends`): Qdrant local mode allows one
-client per path.
+embedded worker, and for the hook service's filters and routes, the hook service's own are used
+(`RuntimeBackends`): Qdrant local mode allows one client per path.
 """
 
 from __future__ import annotations

@@ -43,14 +43,16 @@ from echo.adapters.llm import errors as llm_errors
 from echo.adapters.store import conversations, memories, pool
 from echo.adapters.store import errors as store_errors
 from echo.capabilities import handling
+from echo.capabilities.memory import metrics as memory_metrics
 from echo.capabilities.memory import payloads
 from echo.domain import jobs as domain
 from echo.domain.memory import cleaning, collisions, distillation, merging, records, worth
+from echo.ports import backends as backends_port
 from echo.ports import embeddings as embeddings_base
 from echo.ports import llm
 from echo.ports import vectors as vectors_base
 from echo.queue import errors
-from echo.support import metrics, offload
+from echo.support import offload
 
 __all__ = ["THREAD_MESSAGES", "DistillHandler", "MemoryBackends", "point_payload"]
 
@@ -63,7 +65,7 @@ _MAX_MERGE_ROUNDS = 5
 _DISTILL_OUTPUT_TOKENS = 2048  # a 1000-word summary is about 1,400 tokens, plus the other fields
 
 
-MemoryBackends = handling.Backends  # where the handler finds the embedder and the vector store
+MemoryBackends = backends_port.Index  # where the handler finds the embedder and the vector store
 
 
 async def _cpu(size: int, work: Callable[[], _R]) -> _R:
@@ -135,17 +137,17 @@ class DistillHandler:
         try:
             outcome = await self._distill(job, spec, bound)
         except _Failure as failure:
-            metrics.MEMORY_DISTILL_FAILURES.labels(failure.reason).inc()
+            memory_metrics.MEMORY_DISTILL_FAILURES.labels(failure.reason).inc()
             bound.warning("distill_failed", reason=failure.reason, error=str(failure), attempt=job.attempts)
             if failure.retryable:
                 raise errors.RetryLater(str(failure)) from failure
             raise errors.PermanentJobError(str(failure)) from failure
         except store_errors.StoreError as error:
-            metrics.MEMORY_DISTILL_FAILURES.labels("store").inc()
+            memory_metrics.MEMORY_DISTILL_FAILURES.labels("store").inc()
             raise errors.RetryLater(f"store: {error}") from error
         if outcome is not None:
-            metrics.MEMORIES.labels(outcome).inc()
-            metrics.MEMORY_DISTILL_SECONDS.observe(time.perf_counter() - started)
+            memory_metrics.MEMORIES.labels(outcome).inc()
+            memory_metrics.MEMORY_DISTILL_SECONDS.observe(time.perf_counter() - started)
             bound.info("window_distilled", outcome=outcome)
 
     async def _ready(self) -> tuple[embeddings_base.Embedder, vectors_base.VectorStore]:
@@ -193,12 +195,12 @@ class DistillHandler:
             merged = await self._merge(model, spec, target, distilled, embedder, vectors, expected)
             if merged:
                 return collisions.Action.MERGE.value
-            metrics.MEMORY_MERGE_CONFLICTS.inc()
+            memory_metrics.MEMORY_MERGE_CONFLICTS.inc()
             bound.info("merge_conflict", memory=target.id)
         raise _Failure("conflict", f"{_MAX_MERGE_ROUNDS} merge rounds lost to other workers", retryable=True)
 
     async def _discard(self, job: domain.Job, spec: payloads.DistillPayload, reason: str) -> str | None:
-        metrics.MEMORY_DISCARDED.labels(reason).inc()
+        memory_metrics.MEMORY_DISCARDED.labels(reason).inc()
         async with self.store.transaction() as connection:
             await self.memories.user_lock(connection, spec.user_id)
             if not await self.memories.job_alive(connection, job.id):

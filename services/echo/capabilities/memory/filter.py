@@ -17,6 +17,10 @@ the first turn, and `echo.domain.chain` normalises the block away, so the turn h
 All of it runs under `INLET_DEADLINE_MS` less a margin: past it, or on any error, the turn goes on
 without memories (`echo_memory_recalls_total{outcome}`). Open WebUI's background tasks (titles,
 tags, queries) are left alone.
+
+Backends (`echo.ports.backends`, asked on every call): the filter works where the service has a
+store and an index (the hook service's runtime); without them it passes every body through. The
+recall is skipped (`outcome="skipped"`) while the index is not ready yet (the warm-up).
 """
 
 from __future__ import annotations
@@ -24,30 +28,30 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import structlog
 
-from echo.adapters.store import conversations, pool
+from echo.adapters.store import conversations
 from echo.adapters.store import errors as store_errors
 from echo.capabilities import base
 from echo.capabilities import events as events_module
 from echo.capabilities.compression import costs as compression_costs
-from echo.capabilities.compression import filter as compression_filter
+from echo.capabilities.memory import metrics as memory_metrics
 from echo.capabilities.memory import payloads as memory_payloads
 from echo.config import valves as valves_module
-from echo.domain import kinds, tokens
+from echo.domain import kinds, output_items, tokens
 from echo.domain.compression import locales
 from echo.domain.compression import messages as msgs
 from echo.domain.memory import cleaning, recall, windows
 from echo.errors import EchoError
+from echo.ports import backends as backends_port
 from echo.ports import embeddings as embeddings_base
 from echo.ports import vectors as vectors_base
-from echo.queue import queue
 from echo.support import metrics
 
-__all__ = ["MemoryFilter", "MemoryRuntime", "RuntimeProvider", "distill_job_key"]
+__all__ = ["MemoryFilter", "distill_job_key"]
 
 log = structlog.get_logger("echo.filters.memory")
 
@@ -57,17 +61,6 @@ _DEADLINE_MARGIN_S = 0.02
 _LEADING_BLOCK = re.compile(
     rf"\A\s*<{recall.MEMORIES_TAG}\b.*?</{recall.MEMORIES_TAG}\s*>\s*", re.DOTALL
 )  # recall stops this long before the hook's deadline, so the hook answers in time
-
-
-class MemoryRuntime(Protocol):
-    """What the filter reaches of the running service (`echo.entrypoints.runtime.Runtime`)."""
-
-    store: pool.Store
-    embedder: embeddings_base.Embedder
-    vectors: vectors_base.VectorStore | None
-
-
-RuntimeProvider = Callable[[], MemoryRuntime | None]
 
 
 def distill_job_key(user_id: str, window_key: str) -> str:
@@ -97,8 +90,8 @@ class MemoryFilter:
         " relevant ones, fenced as background history."
     )
 
-    def __init__(self, runtime: RuntimeProvider | None = None) -> None:
-        self._runtime = runtime or (lambda: None)
+    def __init__(self, backends: base.BackendsProvider | None = None) -> None:
+        self._backends = backends or base.no_backends
         self.costs = compression_costs.Costs()  # per-process caches of message kinds and chain links
         self._enqueued: set[str] = set()  # job keys this process enqueued (a replay re-enqueues nothing)
 
@@ -121,8 +114,9 @@ class MemoryFilter:
     async def outlet(self, body: dict[str, Any], ctx: base.HookContext) -> dict[str, Any]:
         messages = self._messages(body)
         user_id = ctx.ids.user_id
-        runtime = self._runtime()
-        if messages is None or not user_id or ctx.ids.task or runtime is None:
+        backends = self._backends()
+        store = backends.store
+        if messages is None or not user_id or ctx.ids.task or store is None or backends.index is None:
             return body
         settings = self._valves(ctx)
         key = ("echo_memory", user_id, ctx.ids.chat_id) if ctx.ids.chat_id else None
@@ -133,7 +127,7 @@ class MemoryFilter:
             """The branch, its turns (a chat's next turn reuses this one's chain) and the windows due."""
             if not _all_dicts(messages):
                 return [], msgs.Turns((), ()), []
-            unfolded = compression_filter.unfold_output_items(messages)
+            unfolded = output_items.unfold_output_items(messages)
             turns = self.costs.prepare(unfolded, key, stop).turns
             due = [
                 window
@@ -149,7 +143,7 @@ class MemoryFilter:
         if not due:
             return body
         try:
-            await self._enqueue(runtime.store, user_id, ctx.ids.chat_id, unfolded, turns, due, settings)
+            await self._enqueue(store, user_id, ctx.ids.chat_id, unfolded, turns, due, settings)
         except store_errors.StoreError as error:
             metrics.HOOK_FAILURES.labels(self.id, "outlet", "store").inc()
             reason = store_errors.describe(error)
@@ -168,7 +162,7 @@ class MemoryFilter:
 
     async def _enqueue(
         self,
-        store: pool.Store,
+        store: backends_port.Repositories,
         user_id: str,
         chat_id: str | None,
         messages: Sequence[Mapping[str, Any]],
@@ -176,13 +170,11 @@ class MemoryFilter:
         due: Sequence[windows.Window],
         settings: valves_module.MemoryValves,
     ) -> None:
-        conversation_store = conversations.Conversations(store)
-        jobs = queue.JobQueue(store)
-        async with store.transaction() as connection:
+        async with store.transactions.transaction() as connection:
             for window in due:
                 links = turns.links[window.start : window.stop]
                 window_messages = [messages[turns.positions[link.index]] for link in links]
-                await conversation_store.remember(
+                await store.conversations.remember(
                     user_id,
                     {
                         link.invariant: conversations.stored_message(message)
@@ -203,7 +195,7 @@ class MemoryFilter:
                     similarity_threshold=settings.SIMILARITY_THRESHOLD,
                     exact_match_threshold=settings.EXACT_MATCH_THRESHOLD,
                 )
-                job_id = await jobs.enqueue(
+                job_id = await store.jobs.enqueue(
                     kinds.DISTILL,
                     job.to_payload(),
                     idempotency_key=distill_job_key(user_id, window.key),
@@ -226,10 +218,11 @@ class MemoryFilter:
         query = ""
         if position is not None:
             query = cleaning.clean_text(msgs.content_text(messages[position].get("content")))
-        runtime = self._runtime()
-        vectors = runtime.vectors if runtime is not None else None
-        if position is None or not query or runtime is None or vectors is None:
-            metrics.MEMORY_RECALLS.labels("skipped").inc()
+        index = self._backends().index  # the embedder and vectors: both, or neither while not ready
+        embedder = index.embedder() if index is not None else None
+        vectors = await index.vectors() if index is not None else None
+        if position is None or not query or embedder is None or vectors is None:
+            memory_metrics.MEMORY_RECALLS.labels("skipped").inc()
             return body
         started = time.perf_counter()
         budget = settings.INLET_DEADLINE_MS / 1000.0
@@ -240,24 +233,24 @@ class MemoryFilter:
             if budget <= 0:
                 raise TimeoutError
             async with asyncio.timeout(budget):
-                chosen = await self._recall(runtime.embedder, vectors, user_id, query, settings)
+                chosen = await self._recall(embedder, vectors, user_id, query, settings)
         except TimeoutError:
-            metrics.MEMORY_RECALLS.labels("timeout").inc()
+            memory_metrics.MEMORY_RECALLS.labels("timeout").inc()
             log.warning(
                 "memory_recall_timeout", deadline_ms=settings.INLET_DEADLINE_MS, returned="body unchanged"
             )
             return body
         except (EchoError, ValueError) as error:
-            metrics.MEMORY_RECALLS.labels("error").inc()
+            memory_metrics.MEMORY_RECALLS.labels("error").inc()
             log.warning("memory_recall_failed", error=str(error), returned="body unchanged")
             return body
         finally:
-            metrics.MEMORY_RECALL_SECONDS.observe(time.perf_counter() - started)
+            memory_metrics.MEMORY_RECALL_SECONDS.observe(time.perf_counter() - started)
         if not chosen:
-            metrics.MEMORY_RECALLS.labels("miss").inc()
+            memory_metrics.MEMORY_RECALLS.labels("miss").inc()
             return body
-        metrics.MEMORY_RECALLS.labels("hit").inc()
-        metrics.MEMORY_RECALLED.inc(len(chosen))
+        memory_metrics.MEMORY_RECALLS.labels("hit").inc()
+        memory_metrics.MEMORY_RECALLED.inc(len(chosen))
         earlier = _earlier_user_texts(messages, position, 3)
         locale = locales.detect_locale([query, *earlier], _language(ctx))
         block = recall.memories_block(chosen, locale=locale)

@@ -24,11 +24,9 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from echo.adapters.store import attachments, conversations, memories, pool, registries
-from echo.adapters.store import shadow as shadow_store
 from echo.errors import EchoError
+from echo.ports import backends as backends_port
 from echo.ports import vectors as vectors_base
-from echo.queue import queue
 
 __all__ = ["Forgetting", "Forgotten", "builtin_forgetting"]
 
@@ -75,15 +73,16 @@ class Forgetting:
 
 
 def builtin_forgetting(
-    store: pool.Store, vectors: Callable[[], vectors_base.VectorStore | None]
+    store: backends_port.Repositories, vectors: Callable[[], vectors_base.VectorStore | None]
 ) -> Forgetting:
-    """Jobs and memories, conversations, then vectors (see the module docstring)."""
-    memory_store = memories.Memories(store)
-    jobs = queue.JobQueue(store)
-    conversation_store = conversations.Conversations(store)
+    """Jobs and memories, conversations, then vectors (see the module docstring); ``vectors`` gives
+    the vector store, None while it is not ready (that part fails, saying so)."""
+    memory_store = store.memories
+    jobs = store.jobs
+    conversation_store = store.conversations
 
     async def jobs_and_memories(user_id: str) -> dict[str, int]:
-        async with store.transaction() as connection:
+        async with store.transactions.transaction() as connection:
             await memory_store.user_lock(connection, user_id)
             dropped = await jobs.forget_user(user_id, connection=connection)
             deleted = await memory_store.forget(user_id, connection=connection)
@@ -94,13 +93,13 @@ def builtin_forgetting(
         return {"summaries": summaries, "messages": messages}
 
     async def attachment_rows(user_id: str) -> dict[str, int]:
-        return {"attachments": await attachments.Attachments(store).forget(user_id)}
+        return {"attachments": await store.attachments.forget(user_id)}
 
     async def shadow_rows(user_id: str) -> dict[str, int]:
-        return await shadow_store.ShadowStore(store).forget(user_id)
+        return await store.shadow.forget(user_id)
 
     async def registry_rows(user_id: str) -> dict[str, int]:
-        return await registries.Registries(store).forget(user_id)
+        return await store.registries.forget(user_id)
 
     async def vector_points(user_id: str) -> dict[str, int]:
         found = vectors()

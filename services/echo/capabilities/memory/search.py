@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from echo.errors import EchoError
+from echo.ports import backends as backends_port
 from echo.ports import vectors as vectors_base
 
 __all__ = ["BackendsNotReady", "search_memories"]
@@ -17,18 +18,17 @@ class BackendsNotReady(EchoError):
     retryable = True
 
 
-def _vectors(backends: Any) -> vectors_base.VectorStore:
-    vectors = getattr(backends, "vectors", None)
-    if vectors is None:
+async def search_memories(
+    backends: backends_port.Backends, user_id: str, query: str, k: int
+) -> list[dict[str, Any]]:
+    """The user's `k` memories nearest to `query`, as the API answers them (payload + score);
+    `BackendsNotReady` while the backends have no embedder and vector store ready."""
+    index = backends.index
+    embedder = index.embedder() if index is not None else None
+    vectors = await index.vectors() if index is not None else None
+    if embedder is None or vectors is None:
         raise BackendsNotReady("the embedder and vector store are not ready yet")
-    found: vectors_base.VectorStore = vectors
-    return found
-
-
-async def search_memories(backends: Any, user_id: str, query: str, k: int) -> list[dict[str, Any]]:
-    """The user's `k` memories nearest to `query`, as the API answers them (payload + score)."""
-    vectors = _vectors(backends)
-    vector = (await backends.embedder.embed([query]))[0]
+    vector = (await embedder.embed([query]))[0]
     hits = await vectors.search(vectors_base.Kind.MEMORY, vector, user_id=user_id, limit=k)
     return [
         {

@@ -28,12 +28,14 @@ from typing import Any, Literal, TypeVar
 import structlog
 
 from echo.adapters.llm import gemini_chat, retries
-from echo.adapters.store import shadow as shadow_store
 from echo.capabilities.masking import filter as masking_filter
+from echo.capabilities.shadow import metrics as shadow_metrics
 from echo.capabilities.shadow import server_tools as server_tools_module
 from echo.domain import chain, openai_to_gemini, shadow
 from echo.domain.shadow.parts import ContentDict, JournalEntry, PartDict
 from echo.errors import EchoError
+from echo.ports import backends as backends_port
+from echo.ports import store as store_port
 from echo.support import metrics
 
 __all__ = ["PipeOptions", "PipeTurn", "TurnDelta"]
@@ -103,9 +105,9 @@ class PipeTurn:
         *,
         chat: gemini_chat.GeminiChat,
         payload: Mapping[str, Any],
-        store: shadow_store.ShadowStore | None,
+        store: store_port.ShadowStore | None,
         tools: server_tools_module.ServerTools,
-        backends: Any,
+        backends: backends_port.Backends | None,
         options: PipeOptions,
         user_id: str | None,
         chat_id: str | None,
@@ -156,7 +158,7 @@ class PipeTurn:
         contents, system = openai_to_gemini.to_gemini_contents(messages, restored=suture.restored)
         placeholders = shadow.sign_current_turn(contents)
         if placeholders:
-            metrics.SHADOW_PLACEHOLDER_SIGNATURES.inc(placeholders)
+            shadow_metrics.SHADOW_PLACEHOLDER_SIGNATURES.inc(placeholders)
         self.contents = contents
         config: dict[str, Any] = dict(
             openai_to_gemini.to_gemini_config(self.payload, system_instruction=system)
@@ -192,17 +194,19 @@ class PipeTurn:
             if not await self._shadow_step("restore", read):
                 found.clear()
                 payloads.clear()
-            metrics.PIPE_LATENCY.labels(self.pipe_model, "restore").observe(time.perf_counter() - started)
+            shadow_metrics.PIPE_LATENCY.labels(self.pipe_model, "restore").observe(
+                time.perf_counter() - started
+            )
         suture = shadow.plan_suture(messages, self._points, found, payloads, current_index=current)
         for kind in shadow.KINDS:
             if suture.hits.get(kind):
-                metrics.SHADOW_SUTURE.labels(kind, "hit").inc(suture.hits[kind])
+                shadow_metrics.SHADOW_SUTURE.labels(kind, "hit").inc(suture.hits[kind])
             if suture.misses.get(kind):
-                metrics.SHADOW_SUTURE.labels(kind, "miss").inc(suture.misses[kind])
+                shadow_metrics.SHADOW_SUTURE.labels(kind, "miss").inc(suture.misses[kind])
         if suture.unreadable:
-            metrics.SHADOW_FAILURES.labels("restore", "unreadable").inc(suture.unreadable)
+            shadow_metrics.SHADOW_FAILURES.labels("restore", "unreadable").inc(suture.unreadable)
             log.warning("shadow_unreadable", points=suture.unreadable, chat_id=self.chat_id)
-        metrics.SHADOW_RESTORED_BYTES.inc(suture.restored_bytes)
+        shadow_metrics.SHADOW_RESTORED_BYTES.inc(suture.restored_bytes)
         return suture
 
     async def _record_user(
@@ -223,7 +227,7 @@ class PipeTurn:
         )
         started = time.perf_counter()
         await self._shadow_step("record", lambda: store.record(user_id, record))
-        metrics.PIPE_LATENCY.labels(self.pipe_model, "record").observe(time.perf_counter() - started)
+        shadow_metrics.PIPE_LATENCY.labels(self.pipe_model, "record").observe(time.perf_counter() - started)
 
     async def _shadow_step(self, stage: str, step: Callable[[], Awaitable[Any]]) -> bool:
         """Run a shadow read or write under its deadline; False (logged, counted) when it failed."""
@@ -231,11 +235,11 @@ class PipeTurn:
             async with asyncio.timeout(self.options.shadow_deadline_s):
                 await step()
         except TimeoutError:
-            metrics.SHADOW_FAILURES.labels(stage, "timeout").inc()
+            shadow_metrics.SHADOW_FAILURES.labels(stage, "timeout").inc()
             log.warning("shadow_failed", stage=stage, reason="timeout", chat_id=self.chat_id)
             return False
         except EchoError as error:
-            metrics.SHADOW_FAILURES.labels(stage, "store").inc()
+            shadow_metrics.SHADOW_FAILURES.labels(stage, "store").inc()
             log.warning("shadow_failed", stage=stage, reason="store", error=str(error), chat_id=self.chat_id)
             return False
         return True
@@ -263,7 +267,7 @@ class PipeTurn:
         self._first = await self._open_step(self.config)
         now = time.perf_counter()
         metrics.LLM_LATENCY.labels("gemini", self.pipe_model, "chat").observe(now - opened)
-        metrics.PIPE_LATENCY.labels(self.pipe_model, "first_token").observe(now - self.started)
+        shadow_metrics.PIPE_LATENCY.labels(self.pipe_model, "first_token").observe(now - self.started)
 
     async def events(self) -> AsyncIterator[TurnDelta]:
         """The answer, step by step (see the module docstring); ``LLMError`` mid-answer propagates."""
@@ -333,7 +337,7 @@ class PipeTurn:
                         "function": {"name": call["name"], "arguments": arguments},
                     }
                 )
-                metrics.PIPE_TOOL_CALLS.labels("openwebui", "returned").inc()
+                shadow_metrics.PIPE_TOOL_CALLS.labels("openwebui", "returned").inc()
         self._openwebui_calls.extend(openwebui_calls)
         return echo_calls, openwebui_calls
 
@@ -350,7 +354,7 @@ class PipeTurn:
                 tool = self._echo_tools[entry.name]
                 response = await tool.call(self.user_id or "", entry.arguments, self._backends)
                 outcome = "error" if "error" in response else "ok"
-            metrics.PIPE_TOOL_CALLS.labels("echo", outcome).inc()
+            shadow_metrics.PIPE_TOOL_CALLS.labels("echo", outcome).inc()
             log.info("pipe_tool_call", tool=entry.name, outcome=outcome, chat_id=self.chat_id)
             done = JournalEntry(
                 entry.call_index, entry.call_id, entry.name, entry.arguments, "echo", response
@@ -382,4 +386,4 @@ class PipeTurn:
         )
         started = time.perf_counter()
         await self._shadow_step("archive", lambda: store.record(user_id, record))
-        metrics.PIPE_LATENCY.labels(self.pipe_model, "archive").observe(time.perf_counter() - started)
+        shadow_metrics.PIPE_LATENCY.labels(self.pipe_model, "archive").observe(time.perf_counter() - started)

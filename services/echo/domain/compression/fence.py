@@ -10,6 +10,7 @@ and any ``echo_summary`` tag in it defused, then the line that introduces the re
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -27,19 +28,19 @@ _FENCE_TAG = re.compile(r"<(/?)(echo_summary)\b", re.IGNORECASE)
 _INJECTED = re.compile(r"\A\s*<echo_summary\b[^>]*>.*</echo_summary\s*>\s*\Z", re.DOTALL)
 
 
-_MEMO_ENTRIES = 256  # every inlet of a chat reads its one summary again: remember the last few
-_stripped: dict[str, str] = {}
-_fenced: dict[tuple[str, str, int], str] = {}
+# Every inlet of a chat reads its one summary again: the last few chats' are remembered (functools'
+# LRU, thread-safe: large chats are assembled on worker threads).
+_MEMO_ENTRIES = 256
 
 
 def strip_reply_guidance(text: str) -> str:
     """``text`` without its ``<next_reply_guidance>`` blocks (an unclosed one runs to the end)."""
-    found = _stripped.get(text)
-    if found is None:
-        if len(_stripped) >= _MEMO_ENTRIES:
-            _stripped.clear()
-        found = _stripped[text] = _GUIDANCE_UNCLOSED.sub("", _GUIDANCE.sub("\n", text)).strip()
-    return found
+    return _stripped(text)
+
+
+@functools.lru_cache(maxsize=_MEMO_ENTRIES)
+def _stripped(text: str) -> str:
+    return _GUIDANCE_UNCLOSED.sub("", _GUIDANCE.sub("\n", text)).strip()
 
 
 def _defused(text: str) -> str:
@@ -49,16 +50,11 @@ def _defused(text: str) -> str:
 
 def fenced_summary(text: str, *, locale: str, covered_count: int) -> str:
     """The content of the injected summary message."""
-    key = (text, locale, covered_count)
-    found = _fenced.get(key)
-    if found is None:
-        if len(_fenced) >= _MEMO_ENTRIES:
-            _fenced.clear()
-        found = _fenced[key] = _fenced_summary(text, locale=locale, covered_count=covered_count)
-    return found
+    return _fenced_summary(text, locale, covered_count)
 
 
-def _fenced_summary(text: str, *, locale: str, covered_count: int) -> str:
+@functools.lru_cache(maxsize=_MEMO_ENTRIES)
+def _fenced_summary(text: str, locale: str, covered_count: int) -> str:
     texts = locales.LOCALES[locales.resolve_locale(locale)]
     body = _defused(strip_reply_guidance(text))
     return (

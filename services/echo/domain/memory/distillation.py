@@ -57,7 +57,6 @@ DISTILLATION_SCHEMA: dict[str, Any] = {
 }
 
 
-
 def _integral(value: object) -> object:
     """An integral float as the int it is: JSON Schema's integer counts ``4.0`` as one (a model may
     write it so), and the strict check below then takes it; ``True`` stays a boolean (no integer)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
@@ -18,6 +19,7 @@ import echo
 from echo.adapters.llm import gemini_chat, retries
 from echo.adapters.openwebui import client as openwebui_client
 from echo.capabilities import registry
+from echo.capabilities.masking import metrics as masking_metrics
 from echo.capabilities.shadow import server_tools
 from echo.capabilities.shadow import turn as pipe_turn
 from echo.config import live as live_config
@@ -34,6 +36,7 @@ from echo.entrypoints.http import (
     tools,
     wire,
 )
+from echo.ports import backends as backends_port
 from echo.support import metrics, supervision
 
 __all__ = ["create_app"]
@@ -44,7 +47,7 @@ log = structlog.get_logger("echo.hooks")
 def _count_masked(where: str) -> Callable[[Mapping[str, int]], None]:
     def record(counts: Mapping[str, int]) -> None:
         for kind, count in counts.items():
-            metrics.SECRETS_MASKED.labels(kind, where).inc(count)
+            masking_metrics.SECRETS_MASKED.labels(kind, where).inc(count)
         log.info("secrets_masked", where=where, counts=dict(counts))
 
     return record
@@ -69,13 +72,16 @@ class _RequestContext:
         await self.app(scope, receive, send)
 
 
-class Backends(Protocol):
-    """The runtime's outside connections, as `/readyz` sees them (`echo.entrypoints.runtime.Runtime`)."""
+class Service(Protocol):
+    """What the app runs with for its lifetime (`echo.entrypoints.runtime.Runtime`): the backends its
+    filters and routes reach, and how each outside part answers (`/readyz`)."""
+
+    def backends(self) -> backends_port.Backends: ...
 
     async def readiness(self) -> dict[str, dict[str, Any]]: ...
 
 
-BackendsFactory = Callable[[settings_module.Settings], contextlib.AbstractAsyncContextManager[Backends]]
+BackendsFactory = Callable[[settings_module.Settings], contextlib.AbstractAsyncContextManager[Service]]
 
 
 def create_app(
@@ -89,9 +95,11 @@ def create_app(
     """Build echo-hooks. `config` must be loaded already (the CLI loads it to fail fast).
 
     `backends` opens the store, embedder and vectors for the app's lifetime
-    (`echo.entrypoints.runtime.open_runtime`
-    in `echoctl serve`); without it `/readyz` checks the configuration only. `supervisor` runs the
-    background tasks (the config watcher; give `backends` the same one so /readyz shows theirs too).
+    (`echo.entrypoints.runtime.open_runtime` in `echoctl serve`): `app.state.service` is what it
+    yields, `app.state.backends` the backends port the filters and routes reach (`echo.ports.backends`,
+    with the Open WebUI client when configured). Without it `/readyz` checks the configuration only
+    and the backends have no store, embedder or vectors. `supervisor` runs the background tasks (the
+    config watcher; give `backends` the same one so /readyz shows theirs too).
     """
     supervisor = supervisor or supervision.Supervisor()
     if config is None:
@@ -126,7 +134,9 @@ def create_app(
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if backends is not None:
-                    app.state.backends = await stack.enter_async_context(backends(settings))
+                    service = await stack.enter_async_context(backends(settings))
+                    app.state.service = service
+                    app.state.backends = dataclasses.replace(service.backends(), openwebui=openwebui)
                 yield
         finally:
             await supervisor.aclose()
@@ -155,14 +165,16 @@ def create_app(
     )
     app.state.config = config
     app.state.settings = settings
-    app.state.backends = None
+    app.state.service = None
+    app.state.backends = backends_port.Backends(openwebui=openwebui)
     app.state.supervisor = supervisor
+
+    def current_backends() -> backends_port.Backends:
+        found: backends_port.Backends = app.state.backends
+        return found
+
     filter_set = registry.build_filters(
-        settings.pipe_models,
-        _count_masked("outlet"),
-        store=lambda: getattr(app.state.backends, "store", None),
-        openwebui=lambda: openwebui,
-        runtime=lambda: app.state.backends if hasattr(app.state.backends, "embedder") else None,
+        settings.pipe_models, _count_masked("outlet"), backends=current_backends
     )
 
     app.add_exception_handler(RequestValidationError, edge.validation_error)

@@ -39,6 +39,7 @@ from echo.config import live as live_config
 from echo.config import valves as valves_module
 from echo.domain import bodies
 from echo.entrypoints.http import identity, openapi_docs, wire
+from echo.entrypoints.http import memories as memories_api
 from echo.errors import ConfigError
 
 __all__ = ["USER_HEADER", "build_chats_router"]
@@ -137,9 +138,7 @@ def build_chats_router(config: live_config.LiveConfig, *, max_body_bytes: int) -
         wire.validate(COMPACT_REQUEST, data)
         user_id = _user_id(data, request.headers)
         structlog.contextvars.bind_contextvars(chat_id=chat_id, user_id=user_id)
-        store = getattr(request.app.state.backends, "store", None)
-        if store is None:
-            raise HTTPException(status_code=503, detail="no store: this service runs without backends")
+        store = memories_api.store_of(request)  # 503 when the service runs without a store
         settings = config.valves(compression.CompressionFilter.id)
         if not isinstance(settings, valves_module.CompressionValves):  # pragma: no cover - by construction
             settings = valves_module.CompressionValves()

@@ -34,11 +34,12 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from typing_extensions import TypedDict  # pydantic needs this TypedDict before Python 3.12
 
 from echo.adapters.store import errors as store_errors
-from echo.adapters.store import memories, pool
+from echo.adapters.store import memories
 from echo.capabilities.memory import forgetting
 from echo.capabilities.memory import search as memory_search
 from echo.entrypoints.http import openapi_docs, wire
 from echo.errors import EchoError
+from echo.ports import backends as backends_port
 from echo.ports import vectors as vectors_base
 
 __all__ = [
@@ -114,16 +115,19 @@ class _FieldErrorsRoute(APIRoute):
         return handle_with_field_errors
 
 
-def backends_of(request: Request) -> Any:
-    """The running service's backends; 503 when it runs without a store."""
-    runtime = getattr(request.app.state, "backends", None)
-    if getattr(runtime, "store", None) is None:
+def backends_of(request: Request) -> backends_port.Backends:
+    """The running service's backends (`echo.ports.backends`, as `create_app` keeps them); 503 when
+    it runs without a store."""
+    backends: backends_port.Backends = request.app.state.backends
+    if backends.store is None:
         raise HTTPException(status_code=503, detail="no store: this service runs without backends")
-    return runtime
+    return backends
 
 
-def _store(request: Request) -> pool.Store:
-    store: pool.Store = backends_of(request).store
+def store_of(request: Request) -> backends_port.Repositories:
+    """The running service's repositories and job queue; 503 when it runs without a store."""
+    store = backends_of(request).store
+    assert store is not None  # backends_of answered 503 otherwise
     return store
 
 
@@ -146,7 +150,7 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
         limit: Limit = 100,
         offset: Offset = 0,
     ) -> JSONResponse:
-        store = memories.Memories(_store(request))
+        store = store_of(request).memories
         try:
             rows = await store.list(user_id, limit=limit, offset=offset)
             total = await store.count(user_id)
@@ -176,7 +180,7 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
     @router.get("/memories/{memory_id}", responses=_errors(404, 422, 503))
     async def get_memory(request: Request, memory_id: MemoryId, user_id: UserId) -> JSONResponse:
         try:
-            row = await memories.Memories(_store(request)).get(user_id, memory_id, with_history=True)
+            row = await store_of(request).memories.get(user_id, memory_id, with_history=True)
         except store_errors.StoreError as error:
             raise _unavailable(error) from error
         if row is None:
@@ -197,14 +201,16 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
 
     @router.delete("/memories/{memory_id}", response_model=MemoryDeleted, responses=_errors(404, 422, 503))
     async def delete_memory(request: Request, memory_id: MemoryId, user_id: UserId) -> MemoryDeleted:
-        runtime = backends_of(request)
-        store = memories.Memories(runtime.store)
+        backends = backends_of(request)
+        repositories = store_of(request)
+        store = repositories.memories
         try:
-            async with runtime.store.transaction() as connection:
+            async with repositories.transactions.transaction() as connection:
                 await store.user_lock(connection, user_id)
                 deleted = await store.delete(user_id, memory_id, connection=connection)
-                if deleted and getattr(runtime, "vectors", None) is not None:
-                    await runtime.vectors.delete(vectors_base.Kind.MEMORY, [memory_id], user_id=user_id)
+                vectors = await backends.index.vectors() if backends.index is not None else None
+                if deleted and vectors is not None:  # not ready yet: the point goes with its user
+                    await vectors.delete(vectors_base.Kind.MEMORY, [memory_id], user_id=user_id)
         except EchoError as error:
             raise _unavailable(error) from error
         if not deleted:
@@ -224,8 +230,9 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
         },
     )
     async def forget_user(request: Request, response: Response, user_id: ForgottenUser) -> Forgotten:
-        runtime = backends_of(request)
-        parts = forgetting.builtin_forgetting(runtime.store, lambda: getattr(runtime, "vectors", None))
+        backends = backends_of(request)
+        vectors = await backends.index.vectors() if backends.index is not None else None  # None: not ready
+        parts = forgetting.builtin_forgetting(store_of(request), lambda: vectors)
         done = await parts.forget(user_id)
         if done.failed:
             response.status_code = 503

@@ -67,9 +67,9 @@ def build_ops_router(config: live_config.LiveConfig) -> APIRouter:
         supervisor = getattr(request.app.state, "supervisor", None)
         if supervisor is not None:  # background tasks: a failed warm-up makes the replica unready
             checks["background"] = supervisor.readiness()
-        backends = request.app.state.backends
-        if backends is not None:
-            checks.update(await backends.readiness())
+        service = request.app.state.service  # what `create_app(backends=…)` opened, None without
+        if service is not None:
+            checks.update(await service.readiness())
         unready = [name for name, check in checks.items() if name not in DEGRADING and not check["ok"]]
         if unready:
             return JSONResponse({"status": "unready", "checks": checks}, status_code=503)

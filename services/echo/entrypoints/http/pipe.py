@@ -35,12 +35,13 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from echo.adapters.llm import gemini_chat
-from echo.adapters.store import shadow as shadow_store
 from echo.capabilities.masking import filter as masking_filter
+from echo.capabilities.shadow import metrics as shadow_metrics
 from echo.capabilities.shadow import server_tools
 from echo.capabilities.shadow import turn as pipe_turn
 from echo.domain import bodies, masking
 from echo.entrypoints.http import identity, openapi_docs, wire
+from echo.ports import backends as backends_port
 from echo.support import metrics
 
 __all__ = ["build_pipe_router"]
@@ -113,7 +114,7 @@ def build_pipe_router(
     tools = tools if tools is not None else server_tools.builtin_server_tools()
 
     def record(model: str, stream: bool, outcome: str) -> None:
-        metrics.PIPE_REQUESTS.labels(model, str(stream).lower(), outcome).inc()
+        shadow_metrics.PIPE_REQUESTS.labels(model, str(stream).lower(), outcome).inc()
 
     @router.post(
         "/chat/completions",
@@ -133,14 +134,14 @@ def build_pipe_router(
         user_id = _identity(request, payload)
         ids = bodies.turn_ids(payload)
         chat_id = request.headers.get("x-openwebui-chat-id") or ids.chat_id
-        backends = getattr(request.app.state, "backends", None)
-        store = getattr(backends, "store", None)
+        backends: backends_port.Backends = request.app.state.backends
+        store = backends.store  # None: the service runs without backends (no shadow, no tool needing them)
         turn = pipe_turn.PipeTurn(
             chat=chat,
             payload=payload,
-            store=shadow_store.ShadowStore(store) if store is not None else None,
+            store=store.shadow if store is not None else None,
             tools=tools,
-            backends=backends,
+            backends=backends if store is not None else None,
             options=options,
             user_id=user_id,
             chat_id=chat_id,
@@ -220,7 +221,7 @@ def build_pipe_router(
             yield b"data: [DONE]\n\n"
             record(model, True, "ok")
             _count_tokens(model, usage)
-            metrics.PIPE_LATENCY.labels(model, "total").observe(time.perf_counter() - turn.started)
+            shadow_metrics.PIPE_LATENCY.labels(model, "total").observe(time.perf_counter() - turn.started)
 
         return StreamingResponse(
             events(),
@@ -266,7 +267,7 @@ async def _complete(
         message["tool_calls"] = list(end.tool_calls)
     record(model, False, "ok")
     _count_tokens(model, end.usage)
-    metrics.PIPE_LATENCY.labels(model, "total").observe(time.perf_counter() - turn.started)
+    shadow_metrics.PIPE_LATENCY.labels(model, "total").observe(time.perf_counter() - turn.started)
     return JSONResponse(
         {
             "id": completion_id,

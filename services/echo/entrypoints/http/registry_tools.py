@@ -28,11 +28,11 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from echo.adapters.store import registries
 from echo.entrypoints.http import identity, openapi_docs, wire
 from echo.entrypoints.http import memories as memories_api
 from echo.entrypoints.http import registry_calls as calls
 from echo.errors import EchoError
+from echo.ports import store as store_port
 from echo.support import metrics
 
 __all__ = ["CHAT_HEADER", "MAX_BODY_BYTES", "build_registry_operations"]
@@ -86,8 +86,8 @@ def _field_errors(error: ValidationError) -> list[dict[str, Any]]:
     return described
 
 
-def _registries(request: Request) -> registries.Registries:
-    return registries.Registries(memories_api.backends_of(request).store)
+def _registries(request: Request) -> store_port.RegistryStore:
+    return memories_api.store_of(request).registries
 
 
 @contextmanager
@@ -110,7 +110,7 @@ def _instant(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
 
 
-def _plan(plan: registries.Plan) -> dict[str, Any]:
+def _plan(plan: store_port.Plan) -> dict[str, Any]:
     return {
         "id": plan.id,
         "goal": plan.goal,
@@ -122,7 +122,7 @@ def _plan(plan: registries.Plan) -> dict[str, Any]:
     }
 
 
-def _entry(entry: registries.CodeEntry) -> dict[str, Any]:
+def _entry(entry: store_port.CodeEntry) -> dict[str, Any]:
     found = {
         "id": entry.id,
         "lang": entry.lang,

@@ -155,9 +155,9 @@ def build_tools_router(keys: security.Keys) -> APIRouter:
         call: SearchMemories,
     ) -> JSONResponse:
         user_id = _user(request)
-        runtime = memories_api.backends_of(request)
+        backends = memories_api.backends_of(request)
         try:
-            found = await memory_search.search_memories(runtime, user_id, call.query, call.k)
+            found = await memory_search.search_memories(backends, user_id, call.query, call.k)
         except memory_search.BackendsNotReady as error:
             raise HTTPException(status_code=503, detail=str(error)) from error
         except EchoError as error:
@@ -183,10 +183,15 @@ def build_tools_router(keys: security.Keys) -> APIRouter:
         call: SearchSessionContext,
     ) -> JSONResponse:
         user_id = _user(request)
-        runtime = memories_api.backends_of(request)
+        backends = memories_api.backends_of(request)
         try:
             found = await context_search.search_session_context(
-                runtime, user_id, call.source_id.strip(), call.query, call.k
+                memories_api.store_of(request),
+                backends.index,
+                user_id,
+                call.source_id.strip(),
+                call.query,
+                call.k,
             )
         except EchoError as error:
             raise HTTPException(status_code=503, detail=f"a backend is unavailable: {error}") from error

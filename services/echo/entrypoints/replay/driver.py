@@ -30,21 +30,22 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from pydantic import ValidationError
 
-from echo.adapters.store import conversations
 from echo.adapters.store import errors as store_errors
+from echo.capabilities import backends as capability_backends
 from echo.capabilities import base, registry
 from echo.capabilities import events as events_module
 from echo.capabilities import handlers as capability_handlers
 from echo.capabilities.compression import filter as compression_filter
 from echo.config import snapshot
 from echo.config import valves as valves_module
-from echo.domain import bodies, transcripts
+from echo.domain import bodies, output_items, transcripts
 from echo.domain import jobs as domain
 from echo.domain import replay_reports as reports
 from echo.domain.compression import budgets
 from echo.domain.compression import messages as msgs
 from echo.entrypoints.http import runner
 from echo.errors import ConfigError
+from echo.ports import backends as backends_port
 from echo.queue import queue, worker
 
 if TYPE_CHECKING:
@@ -146,7 +147,7 @@ def inlet_messages(
     transcript: transcripts.Transcript, history: Sequence[transcripts.Message]
 ) -> list[dict[str, Any]]:
     """The messages of an inlet body for ``history`` (see the module docstring)."""
-    unfolded = compression_filter.unfold_output_items([m.recorded() for m in history])
+    unfolded = output_items.unfold_output_items([m.recorded() for m in history])
     sent = [_inlet_message(message) for message in unfolded]
     if transcript.system:
         sent.insert(0, {"role": "system", "content": transcript.system})
@@ -343,7 +344,9 @@ async def session(
     """A `Replayer` on ``store`` with a running worker; the session's user is forgotten at the end."""
     handlers = capability_handlers.builtin_registry(settings, store)
     runs = worker.Worker.from_settings(store, handlers, settings, concurrency=concurrency)
-    filters = registry.build_filters((), _ignore_masked, store=lambda: store)
+    repositories = capability_backends.on_store(store)
+    backends = backends_port.Backends(store=repositories)  # no index: echo_memory passes bodies through
+    filters = registry.build_filters((), _ignore_masked, backends=lambda: backends)
     user = {"id": f"replay-{secrets.token_hex(6)}", "name": "echoctl replay", "role": "user"}
     drain = QueueDrain(queue.JobQueue(store), within=drain_seconds)
     await runs.start()
@@ -356,6 +359,6 @@ async def session(
             if close is not None:
                 await close()
         try:
-            await conversations.Conversations(store).forget(user["id"])
+            await repositories.conversations.forget(user["id"])
         except store_errors.StoreError as error:  # the replay's own error, if any, is the one to see
             log.warning("replay_user_not_forgotten", user_id=user["id"], error=str(error))
