@@ -76,7 +76,6 @@ wanted() { [[ " $IMAGES " == *" $1 "* ]]; }
 sha() { sha256sum | cut -c1-64; }
 
 [[ -n "$TAG" ]] || die "no appVersion in charts/echo-operator/Chart.yaml and no IMAGE_TAG"
-[[ -x "$DOCKER" ]] || DOCKER="$(command -v docker)" || die "no docker client"
 case "$TORCH_FLAVOR" in
   cpu) TORCH_REQ="torch==$TORCH_VERSION+cpu" ;;
   cuda) TORCH_REQ="torch==$TORCH_VERSION,!=$TORCH_VERSION+cpu" ;;
@@ -90,6 +89,9 @@ if [[ -z "${DOCKER_HOST:-}" ]]; then
   [[ "$line" == DOCKER_HOST=* ]] || die "scripts/dockerd.sh start printed no DOCKER_HOST line"
   export DOCKER_HOST="${line#DOCKER_HOST=}"
 fi
+# After the daemon: scripts/dockerd.sh installs Debian's docker.io (its client has BuildKit built in)
+# on a machine that lacks it, and a newer client elsewhere on PATH may lack buildx.
+[[ -x "$DOCKER" ]] || DOCKER="$(command -v docker)" || die "no docker client"
 "$DOCKER" version >/dev/null || die "no Docker engine answers at $DOCKER_HOST"
 log "daemon $DOCKER_HOST, client $DOCKER, tag $TAG, registry $REGISTRY"
 

@@ -52,7 +52,10 @@ PROMTOOL = ROOT / "tools" / "bin" / "promtool"
 # own registry, `echo_operator.metrics.REGISTRY`, served on :9090).
 METRIC_MODULES = (
     "echo.support.metrics",
-    *(f"echo.capabilities.{name}.metrics" for name in ("compression", "context", "masking", "memory", "shadow")),
+    *(
+        f"echo.capabilities.{name}.metrics"
+        for name in ("compression", "context", "masking", "memory", "shadow")
+    ),
     "echo_operator.metrics",
 )
 

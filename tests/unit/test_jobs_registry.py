@@ -153,6 +153,8 @@ def test_public_api_is_pinned() -> None:
         "JobQueue",
         "JobState",
         "KindPolicy",
+        "Payload",
+        "PayloadHandler",
         "PermanentJobError",
         "Registry",
         "RetryLater",

@@ -5,6 +5,8 @@ Rules of this package:
   runs what it decides;
 - a job is committed before `enqueue` returns (or with the caller's transaction), is identified by
   `(kind, idempotency_key)`, and is never lost: a crashed worker's lease expires and another takes it;
+- each kind's payload is one declared model (`payloads.Payload`), decoded once before its handler
+  runs; a payload that does not validate is dead-lettered at once, naming the field;
 - handlers say how to retry by what they raise (`RetryLater`, `PermanentJobError`, anything else =
   transient); a job that fails `max_attempts` times is dead-lettered with its last error;
 - delivery is at-least-once: a handler must be idempotent (keyed by what it writes, DESIGN §4).
@@ -20,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from echo.domain.jobs import Job, JobState, KindPolicy, RetryPolicy
     from echo.queue.errors import JobError, PermanentJobError, RetryLater, UnknownJobKind
+    from echo.queue.payloads import Payload
     from echo.queue.queue import JobInfo, JobQueue
-    from echo.queue.registry import JobHandler, Registry
+    from echo.queue.registry import JobHandler, PayloadHandler, Registry
     from echo.queue.worker import Worker
 
 __all__ = [
@@ -32,6 +35,8 @@ __all__ = [
     "JobQueue",
     "JobState",
     "KindPolicy",
+    "Payload",
+    "PayloadHandler",
     "PermanentJobError",
     "Registry",
     "RetryLater",
@@ -54,6 +59,8 @@ _HOMES = {
     "JobHandler": "registry",
     "Registry": "registry",
     "Worker": "worker",
+    "Payload": "payloads",
+    "PayloadHandler": "registry",
 }
 
 
