@@ -1,7 +1,7 @@
 """
 title: ECHO
 author: ECHO contributors
-version: 0.2.0
+version: 0.3.0
 license: Apache-2.0
 description: Runs ECHO's hooks (context, compression, memory) on every chat; fails open if ECHO is down.
 requirements:
@@ -14,19 +14,23 @@ requirements:
 # It needs nothing beyond what Open WebUI ships (standard library, pydantic, aiohttp): `requirements`
 # above is deliberately empty so Open WebUI installs nothing.
 #
-# Fail open: if ECHO times out, cannot be reached, or answers anything but a JSON object, the body is
-# kept as it was before that hook, a warning is logged, and one status line tells the user that the
-# chat continues without ECHO. The chat itself never fails because of ECHO.
+# Two calls per turn: `POST {ECHO_URL}/hooks/inlet` and `POST {ECHO_URL}/hooks/outlet`. Each runs every
+# ECHO filter (context, compression, memory) in their priority order on ECHO's side, each with its own
+# valves and deadline; a filter that fails there hands on the body it was given and the others' work
+# is kept (ECHO's answer is 200 all the same).
 #
-# Status lines from ECHO's filters ("ECHO compression skipped: timed out after 800 ms", ...): each hook
+# Fail open: if ECHO times out, cannot be reached, or answers anything but a JSON object, the body is
+# kept as it was, a warning is logged, and one status line tells the user that the chat continues
+# without ECHO. The chat itself never fails because of ECHO.
+#
+# Status lines from ECHO's filters ("ECHO compression skipped: timed out after 800 ms", ...): each
 # call asks for them with the header `X-Echo-Events: 1`, and ECHO then answers
 # `{"body": <new body>, "events": [{"description", "level", "done"}]}` with the media type
 # `application/vnd.echo.hook-answer+json`. Only the body goes back to Open WebUI; each event is shown
-# with `__event_emitter__`. An older ECHO ignores the header and answers the bare body as
-# `application/json`, which is used as before.
+# with `__event_emitter__`. A bare body (`application/json`, what ECHO answers without the header) is
+# used as it is.
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
@@ -41,30 +45,26 @@ USER_FIELDS = ("id", "email", "name", "role")
 EVENTS_HEADER = "X-Echo-Events"  # asks ECHO for its status events beside the body
 EVENTS_VERSION = "1"
 HOOK_ANSWER_MEDIA_TYPE = "application/vnd.echo.hook-answer+json"  # what ECHO answers when asked
-MAX_EVENTS_PER_HOOK = 10  # what ECHO itself sends at most; more would flood the chat's status line
+MAX_EVENTS_PER_CALL = 30  # ECHO sends at most 10 per filter; more would flood the chat's status line
 
 
 class EchoUnavailable(Exception):
-    """One hook could not be used; the message is the reason shown to the user (never the key)."""
+    """ECHO could not be used; the message is the reason shown to the user (never the key)."""
 
-    def __init__(self, reason: str, *, unreachable: bool = False) -> None:
+    def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-        self.unreachable = unreachable  # timeout or connection error: the later hooks are skipped too
 
 
 class Filter:
     class Valves(BaseModel):
         ECHO_URL: str = Field(default="http://echo-hooks:9099", description="ECHO hook service URL.")
         ECHO_API_KEY: str = Field(default="", description="Bearer key of ECHO's hook service (ECHO_API_KEY).")
-        TIMEOUT_SECONDS: float = Field(default=2.0, description="Deadline of the whole inlet chain, seconds.")
-        OUTLET_TIMEOUT_SECONDS: float = Field(
-            default=10.0, description="Deadline of the whole outlet chain, seconds."
+        TIMEOUT_SECONDS: float = Field(
+            default=3.0,
+            description="Deadline of the inlet call (every ECHO filter, 800 ms each by default), seconds.",
         )
-        FILTER_IDS: str = Field(
-            default="echo_context,echo_compression,echo_memory",
-            description="ECHO filter ids, comma separated, in the order they run (their priority order).",
-        )
+        OUTLET_TIMEOUT_SECONDS: float = Field(default=10.0, description="Outlet call deadline, seconds.")
         priority: int = Field(default=0, description="Order of this Function among Open WebUI's filters.")
 
     def __init__(self) -> None:
@@ -83,59 +83,39 @@ class Filter:
     async def _run(self, phase: Phase, body: dict, user: dict | None, emitter: EventEmitter | None) -> dict:
         valves = self.valves
         base = valves.ECHO_URL.strip().rstrip("/")
-        filter_ids = [part.strip() for part in valves.FILTER_IDS.split(",") if part.strip()]
-        if not base or not filter_ids:
+        if not base:
             return body
         budget = valves.TIMEOUT_SECONDS if phase == "inlet" else valves.OUTLET_TIMEOUT_SECONDS
-        deadline = time.monotonic() + budget
         headers = {EVENTS_HEADER: EVENTS_VERSION}
         if valves.ECHO_API_KEY:
             headers["Authorization"] = f"Bearer {valves.ECHO_API_KEY}"
         who = {field: user.get(field) for field in USER_FIELDS} if user else {}
-        chat_id = _chat_id(body)
-        first_failure: str | None = None
-
-        async with aiohttp.ClientSession(
-            headers=headers, timeout=aiohttp.ClientTimeout(total=budget)
-        ) as session:
-            for filter_id in filter_ids:
-                try:
-                    body, events = await _hop(
-                        session, f"{base}/{filter_id}/filter/{phase}", body, who, deadline
-                    )
-                except EchoUnavailable as failure:
-                    log.warning(
-                        "ECHO %s %s failed for chat %s: %s; keeping the body unchanged",
-                        filter_id,
-                        phase,
-                        chat_id or "-",
-                        failure.reason,
-                    )
-                    first_failure = first_failure or f"{filter_id} {failure.reason}"
-                    if failure.unreachable:
-                        break
-                    continue
-                if emitter is not None:
-                    for event in events:
-                        await _emit_event(emitter, event)
-
-        if first_failure is not None and emitter is not None:
-            await _emit(emitter, f"ECHO unavailable: {first_failure}; continuing without it")
-        return body
+        try:
+            async with aiohttp.ClientSession(
+                headers=headers, timeout=aiohttp.ClientTimeout(total=budget)
+            ) as session:
+                answer, events = await _call(session, f"{base}/hooks/{phase}", body, who)
+        except EchoUnavailable as failure:
+            log.warning(
+                "ECHO %s failed for chat %s: %s; keeping the body unchanged",
+                phase,
+                _chat_id(body) or "-",
+                failure.reason,
+            )
+            if emitter is not None:
+                await _emit(emitter, f"ECHO unavailable: {phase} {failure.reason}; continuing without it")
+            return body
+        if emitter is not None:
+            for event in events:
+                await _emit_event(emitter, event)
+        return answer
 
 
-async def _hop(
-    session: aiohttp.ClientSession, url: str, body: dict, user: dict, deadline: float
-) -> tuple[dict, list[dict]]:
-    """POST one hook; answer its new body and the Open WebUI status events to show, or raise
-    EchoUnavailable with the reason."""
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        raise EchoUnavailable("skipped: deadline exceeded", unreachable=True)
+async def _call(session: aiohttp.ClientSession, url: str, body: dict, user: dict) -> tuple[dict, list[dict]]:
+    """POST the body to ECHO's combined hook; answer the new body and the Open WebUI status events to
+    show, or raise EchoUnavailable with the reason."""
     try:
-        async with session.post(
-            url, json={"body": body, "user": user}, timeout=aiohttp.ClientTimeout(total=remaining)
-        ) as response:
+        async with session.post(url, json={"body": body, "user": user}) as response:
             if response.status != 200:
                 raise EchoUnavailable(f"answered HTTP {response.status}")
             enveloped = response.content_type == HOOK_ANSWER_MEDIA_TYPE
@@ -146,13 +126,13 @@ async def _hop(
     except EchoUnavailable:
         raise
     except TimeoutError as error:  # aiohttp raises asyncio.TimeoutError, the builtin since Python 3.11
-        raise EchoUnavailable("timed out", unreachable=True) from error
+        raise EchoUnavailable("timed out") from error
     except aiohttp.ClientError as error:
-        raise EchoUnavailable(f"connection error ({type(error).__name__})", unreachable=True) from error
+        raise EchoUnavailable(f"connection error ({type(error).__name__})") from error
     except Exception as error:  # fail open on anything else too: the chat must go on
         raise EchoUnavailable(f"unexpected error ({type(error).__name__})") from error
     events: list[dict] = []
-    if enveloped:  # {"body": ..., "events": [...]}; anything else is a bare body (an older ECHO)
+    if enveloped:  # {"body": ..., "events": [...]}; anything else is a bare body
         if not (
             isinstance(answer, dict)
             and isinstance(answer.get("body"), dict)
@@ -171,19 +151,19 @@ def _status_events(raw_events: list, url: str) -> list[dict]:
     """ECHO's events (`{"description", "level", "done"}`) as Open WebUI status events; malformed ones
     are logged and left out (they never cost the body)."""
     events = []
-    for raw in raw_events[:MAX_EVENTS_PER_HOOK]:
+    for raw in raw_events[:MAX_EVENTS_PER_CALL]:
         description = raw.get("description") if isinstance(raw, dict) else None
         done = raw.get("done", True) if isinstance(raw, dict) else None
         if not isinstance(description, str) or not description or not isinstance(done, bool):
             log.warning("ECHO %s sent a malformed status event; not shown: %.200r", url, raw)
             continue
         events.append({"type": "status", "data": {"description": description, "done": done}})
-    if len(raw_events) > MAX_EVENTS_PER_HOOK:
+    if len(raw_events) > MAX_EVENTS_PER_CALL:
         log.warning(
             "ECHO %s sent %d status events; only the first %d were read",
             url,
             len(raw_events),
-            MAX_EVENTS_PER_HOOK,
+            MAX_EVENTS_PER_CALL,
         )
     return events
 

@@ -49,7 +49,7 @@ def test_connect_installs_the_function_and_the_tool_server(owui: FakeOpenWebUI) 
     lines = result.output.splitlines()
     assert lines[0] == f"ok            Open WebUI 0.12.4 at {owui.url}"
     assert lines[1:6] == [
-        "changed       Function echo: new, version 0.2.0",
+        "changed       Function echo: new, version 0.3.0",
         f"changed       Function echo: valves ECHO_URL={ECHO_URL}, ECHO_API_KEY",
         "changed       Function echo: active",
         "changed       Function echo: global (a filter on every model)",
@@ -96,7 +96,7 @@ def test_dry_run_changes_nothing_and_exits_1_until_all_is_set(owui: FakeOpenWebU
     assert owui.writes == []
     assert owui.functions == {}
     assert [line for line in dry.output.splitlines()[:-1] if line.startswith("would change")] == [
-        "would change  Function echo: new, version 0.2.0",
+        "would change  Function echo: new, version 0.3.0",
         f"would change  Function echo: valves ECHO_URL={ECHO_URL}, ECHO_API_KEY",
         "would change  Function echo: active",
         "would change  Function echo: global (a filter on every model)",
@@ -112,7 +112,7 @@ def test_dry_run_changes_nothing_and_exits_1_until_all_is_set(owui: FakeOpenWebU
 
 
 def test_an_older_install_is_updated_in_place(owui: FakeOpenWebUI) -> None:
-    old = SOURCE.replace("version: 0.2.0", "version: 0.1.0")
+    old = SOURCE.replace("version: 0.3.0", "version: 0.1.0")
     owui.add_function(
         "echo",
         old,
@@ -138,7 +138,7 @@ def test_an_older_install_is_updated_in_place(owui: FakeOpenWebUI) -> None:
     result = connect(owui)
     assert result.exit_code == 0, result.output
     assert [line for line in result.output.splitlines() if line.startswith("changed")] == [
-        "changed       Function echo: content, version 0.1.0 → 0.2.0",
+        "changed       Function echo: content, version 0.1.0 → 0.3.0",
         f"changed       Function echo: valves ECHO_URL={ECHO_URL}, ECHO_API_KEY",
         "changed       Function echo: active",
         "changed       tool server echo: url, auth_type, key, enabled, shared with every user",

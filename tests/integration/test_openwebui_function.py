@@ -2,7 +2,8 @@
 
 The file is loaded by path, as Open WebUI loads a pasted Function, and driven the way Open WebUI calls
 a Filter: `await filter.inlet(body, __user__=..., __event_emitter__=...)`. Success cases run against
-the real hook app; failure cases against closed ports and tiny Starlette servers that misbehave.
+the real hook app; failure cases against closed ports and tiny Starlette servers that misbehave. The
+Function makes one call per phase (`POST /hooks/inlet`, `POST /hooks/outlet`): two per turn.
 """
 
 from __future__ import annotations
@@ -104,16 +105,16 @@ def closed_port_url() -> str:
 
 
 class StubEcho:
-    """A stand-in for echo-hooks: records each call; `mode` says how to answer, per filter id."""
+    """A stand-in for echo-hooks' combined hook: records each call; `mode` says how to answer. A
+    well-behaved answer runs "every filter": each leaves its id in `hops`."""
 
-    def __init__(self, mode: str = "chain", only: str | None = None) -> None:
-        self.mode, self.only = mode, only
+    def __init__(self, mode: str = "chain") -> None:
+        self.mode = mode
         self.calls: list[dict[str, Any]] = []
-        self.app = Starlette(routes=[Route("/{filter_id}/filter/{phase}", self.hook, methods=["POST"])])
+        self.app = Starlette(routes=[Route("/hooks/{phase}", self.hook, methods=["POST"])])
 
     async def hook(self, request: Request) -> Response:
         payload = json.loads(await request.body())
-        filter_id = request.path_params["filter_id"]
         self.calls.append(
             {
                 "path": request.url.path,
@@ -122,13 +123,15 @@ class StubEcho:
                 **payload,
             }
         )
-        mode = self.mode if self.only in (None, filter_id) else "chain"
+        mode = self.mode
         body = payload["body"]
-        chained = {**body, "hops": [*body.get("hops", []), filter_id]}
-        if mode == "chain":  # a well-behaved hook (of an ECHO that knows no events) that leaves a trace
+        chained = {**body, "hops": [*body.get("hops", []), *FILTER_IDS]}
+        if mode == "chain":  # a well-behaved answer, the bare body (no events asked or none to give)
             return JSONResponse(chained)
-        if mode == "events":  # an ECHO that answers the body-and-events envelope
-            events = [{"description": f"{filter_id} did its part", "level": "info", "done": True}]
+        if mode == "events":  # the body-and-events envelope, one event per filter
+            events = [
+                {"description": f"{fid} did its part", "level": "info", "done": True} for fid in FILTER_IDS
+            ]
             return JSONResponse({"body": chained, "events": events}, media_type=HOOK_ANSWER)
         if mode == "odd_events":  # well-formed envelope, some events malformed, too many of them
             odd: list[Any] = [
@@ -136,10 +139,10 @@ class StubEcho:
                 {"level": "info"},
                 {"description": "", "done": True},
                 {"description": "not done?", "done": "yes"},
-                {"description": f"{filter_id} kept"},  # done defaults to true
-                {"description": f"{filter_id} running", "level": "warning", "done": False, "extra": 1},
+                {"description": "echo_memory kept"},  # done defaults to true
+                {"description": "echo_memory running", "level": "warning", "done": False, "extra": 1},
             ]
-            odd += [{"description": f"{filter_id} flood {n}"} for n in range(10)]
+            odd += [{"description": f"echo_memory flood {n}"} for n in range(30)]
             return JSONResponse({"body": chained, "events": odd}, media_type=HOOK_ANSWER)
         if mode == "bad_envelope":
             return JSONResponse({"body": [chained], "events": []}, media_type=HOOK_ANSWER)
@@ -200,9 +203,9 @@ def test_valves_defaults(function_module: ModuleType) -> None:
     valves = function_module.Filter().valves
     assert valves.ECHO_URL == "http://echo-hooks:9099"
     assert valves.ECHO_API_KEY == ""
-    assert valves.TIMEOUT_SECONDS == 2.0
+    assert valves.TIMEOUT_SECONDS == 3.0
     assert valves.OUTLET_TIMEOUT_SECONDS == 10.0
-    assert ",".join(FILTER_IDS) == valves.FILTER_IDS
+    assert not hasattr(valves, "FILTER_IDS")  # ECHO runs every filter of its own in one call
     assert valves.priority == 0
 
 
@@ -246,9 +249,9 @@ async def test_wrong_key_keeps_the_body_and_emits_a_status(
     with caplog.at_level(logging.WARNING):
         answer = await echo_filter.outlet(outlet_body(), __user__=USER, __event_emitter__=events)
     assert answer == outlet_body()  # not masked, but the chat goes on
-    assert "401" in events.only_status()
+    assert "outlet answered HTTP 401" in events.only_status()
     assert "chat-fn" in caplog.text
-    assert "echo_context" in caplog.text
+    assert "outlet" in caplog.text
     assert wrong_key not in caplog.text
     assert wrong_key not in json.dumps(events.seen)
 
@@ -292,9 +295,9 @@ async def test_a_hanging_server_costs_about_the_timeout_once(
     answer = await getattr(echo_filter, phase)(body, __user__=USER, __event_emitter__=events)
     elapsed = time.monotonic() - started
     assert answer == body
-    assert 0.4 < elapsed < 1.5, elapsed  # one deadline for the chain, not one per filter
-    assert "timed out" in events.only_status()
-    assert [call["path"] for call in stub.calls] == [f"/echo_context/filter/{phase}"]
+    assert 0.4 < elapsed < 1.5, elapsed  # one deadline for the call
+    assert f"{phase} timed out" in events.only_status()
+    assert [call["path"] for call in stub.calls] == [f"/hooks/{phase}"]
 
 
 @pytest.mark.parametrize(
@@ -315,49 +318,44 @@ async def test_a_bad_answer_keeps_the_body(
     events = Events()
     answer = await echo_filter.outlet(outlet_body(), __user__=USER, __event_emitter__=events)
     assert answer == outlet_body()
-    description = events.only_status()  # one status for the call, not one per filter
+    description = events.only_status()  # one status for the call
     assert reason in description
-    assert "echo_context" in description
-    assert len(stub.calls) == 3  # the server is up: each filter still gets its chance
+    assert description.startswith("ECHO unavailable: outlet ")
+    assert len(stub.calls) == 1
 
 
 # -- what goes on the wire ------------------------------------------------------------------------------
 
 
-async def test_filters_run_in_order_each_on_the_previous_answer(
+async def test_one_call_per_phase_with_the_key_and_the_user(
     function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer]
 ) -> None:
     stub, server = stub_server
     echo_filter = make_filter(function_module, server.url + "/", ECHO_API_KEY=API_KEY)
     answer = await echo_filter.inlet(inlet_body(), __user__=USER, __event_emitter__=Events())
     assert answer == {**inlet_body(), "hops": FILTER_IDS}
-    assert [call["path"] for call in stub.calls] == [f"/{fid}/filter/inlet" for fid in FILTER_IDS]
-    assert [call["body"].get("hops", []) for call in stub.calls] == [[], FILTER_IDS[:1], FILTER_IDS[:2]]
+    answer = await echo_filter.outlet(outlet_body(), __user__=USER, __event_emitter__=Events())
+    assert answer == {**outlet_body(), "hops": FILTER_IDS}
+    assert [call["path"] for call in stub.calls] == ["/hooks/inlet", "/hooks/outlet"]  # two per turn
+    assert [call["body"] for call in stub.calls] == [inlet_body(), outlet_body()]
     for call in stub.calls:
         assert call["authorization"] == f"Bearer {API_KEY}"
         assert call["user"] == {key: USER[key] for key in ("id", "email", "name", "role")}
 
 
-async def test_no_key_no_authorization_header_and_custom_filter_ids(
+async def test_no_key_no_authorization_header(
     function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer]
 ) -> None:
     stub, server = stub_server
-    echo_filter = make_filter(function_module, server.url, FILTER_IDS=" echo_memory , echo_context,")
-    answer = await echo_filter.outlet(outlet_body())
-    assert answer["hops"] == ["echo_memory", "echo_context"]
-    assert [call["authorization"] for call in stub.calls] == [None, None]
-
-
-@pytest.mark.parametrize("stub_server", [("error_500", "echo_compression")], indirect=True)
-async def test_one_failing_filter_is_skipped_and_the_others_still_run(
-    function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer]
-) -> None:
-    _, server = stub_server
     echo_filter = make_filter(function_module, server.url)
-    events = Events()
-    answer = await echo_filter.inlet(inlet_body(), __user__=USER, __event_emitter__=events)
-    assert answer["hops"] == ["echo_context", "echo_memory"]
-    assert "echo_compression answered HTTP 500" in events.only_status()
+    answer = await echo_filter.outlet(outlet_body())
+    assert answer["hops"] == FILTER_IDS
+    assert [call["authorization"] for call in stub.calls] == [None]
+    assert stub.calls[0]["user"] == {}
+
+
+async def test_an_empty_url_calls_nothing(function_module: ModuleType) -> None:
+    assert await make_filter(function_module, "  ").inlet(inlet_body()) == inlet_body()
 
 
 async def test_a_broken_emitter_does_not_fail_the_chat(function_module: ModuleType) -> None:
@@ -379,16 +377,16 @@ def test_the_function_speaks_the_wire_constants_of_the_service(function_module: 
     assert function_module.HOOK_ANSWER_MEDIA_TYPE == wire.HOOK_ANSWER_MEDIA_TYPE == HOOK_ANSWER
 
 
-async def test_asks_for_events_and_still_works_with_an_echo_that_ignores_the_header(
+async def test_asks_for_events_and_takes_a_bare_body_too(
     function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer]
 ) -> None:
-    stub, server = stub_server  # "chain": answers bare bodies as application/json, like an older ECHO
+    stub, server = stub_server  # "chain": answers the bare body as application/json
     events = Events()
     answer = await make_filter(function_module, server.url).inlet(
         inlet_body(), __user__=USER, __event_emitter__=events
     )
     assert answer == {**inlet_body(), "hops": FILTER_IDS}
-    assert [call["x-echo-events"] for call in stub.calls] == ["1", "1", "1"]
+    assert [call["x-echo-events"] for call in stub.calls] == ["1"]
     assert events.seen == []
 
 
@@ -404,13 +402,13 @@ async def test_events_are_emitted_in_order_and_only_the_body_is_returned(
         body, __user__=USER, __event_emitter__=events
     )
     assert answer == {**body, "hops": FILTER_IDS}
-    assert [call["body"].get("hops", []) for call in stub.calls] == [[], FILTER_IDS[:1], FILTER_IDS[:2]]
+    assert len(stub.calls) == 1
     assert events.seen == [
         {"type": "status", "data": {"description": f"{fid} did its part", "done": True}} for fid in FILTER_IDS
     ]
 
 
-@pytest.mark.parametrize("stub_server", [("odd_events", "echo_memory")], indirect=True)
+@pytest.mark.parametrize("stub_server", [("odd_events",)], indirect=True)
 async def test_malformed_events_are_skipped_and_a_flood_is_cut(
     function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -425,22 +423,22 @@ async def test_malformed_events_are_skipped_and_a_flood_is_cut(
     assert shown == [
         ("echo_memory kept", True),
         ("echo_memory running", False),
-        *[(f"echo_memory flood {n}", True) for n in range(4)],  # the first 10 entries, 6 of them shown
+        *[(f"echo_memory flood {n}", True) for n in range(24)],  # the first 30 entries, 26 shown
     ]
     assert all(
         set(event) == {"type", "data"} and set(event["data"]) == {"description", "done"}
         for event in events.seen
     )
     assert "malformed status event" in caplog.text
-    assert "16 status events; only the first 10 were read" in caplog.text
+    assert "36 status events; only the first 30 were read" in caplog.text
 
 
 @pytest.mark.parametrize(
     "stub_server",
-    [("bad_envelope", "echo_compression"), ("envelope_without_events", "echo_compression")],
+    [("bad_envelope",), ("envelope_without_events",)],
     indirect=True,
 )
-async def test_a_malformed_envelope_fails_open_for_that_hook(
+async def test_a_malformed_envelope_fails_open(
     function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer]
 ) -> None:
     _, server = stub_server
@@ -448,11 +446,11 @@ async def test_a_malformed_envelope_fails_open_for_that_hook(
     answer = await make_filter(function_module, server.url).inlet(
         inlet_body(), __user__=USER, __event_emitter__=events
     )
-    assert answer["hops"] == ["echo_context", "echo_memory"]
-    assert "echo_compression answered a malformed body-and-events envelope" in events.only_status()
+    assert answer == inlet_body()
+    assert "inlet answered a malformed body-and-events envelope" in events.only_status()
 
 
-@pytest.mark.parametrize("stub_server", [("looks_like_envelope", "echo_memory")], indirect=True)
+@pytest.mark.parametrize("stub_server", [("looks_like_envelope",)], indirect=True)
 async def test_a_bare_body_is_never_taken_for_an_envelope(
     function_module: ModuleType, stub_server: tuple[StubEcho, LiveServer]
 ) -> None:

@@ -94,14 +94,14 @@ def test_what_is_already_there_is_left_alone() -> None:
 
 
 def test_an_older_function_is_updated_and_keeps_the_valves_connect_does_not_own() -> None:
-    old = SOURCE.replace("version: 0.2.0", "version: 0.1.0").replace("Runs ECHO's hooks", "Ran")
+    old = SOURCE.replace("version: 0.3.0", "version: 0.1.0").replace("Runs ECHO's hooks", "Ran")
     assert old != SOURCE
     stored = installed(
         content=old, valves={"ECHO_URL": "http://old:9099", "TIMEOUT_SECONDS": 5.0}, is_active=False
     )
     plan = oc.plan(TARGET, observed(functions=[stored]))
     assert actions(plan) == ["update_function", "set_valves", "activate"]
-    assert "0.1.0 → 0.2.0" in plan.steps[0].text
+    assert "0.1.0 → 0.3.0" in plan.steps[0].text
     assert plan.steps[1].payload == {"ECHO_URL": URL, "ECHO_API_KEY": KEY, "TIMEOUT_SECONDS": 5.0}
     assert plan.steps[1].text == f"Function echo: valves ECHO_URL={URL}, ECHO_API_KEY"
 

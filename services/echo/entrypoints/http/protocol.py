@@ -1,4 +1,5 @@
-"""Pipelines protocol routes: `/models`, filter inlet/outlet, valves (served on `/` and `/v1`).
+"""Pipelines protocol routes: `/models`, filter inlet/outlet, valves (served on `/` and `/v1`), and
+the combined hooks `POST /hooks/inlet` and `/hooks/outlet` (every filter in one call, for the Function).
 
 A filter hook answers the new body, as Open WebUI expects; a caller that sends `X-Echo-Events: 1` (the
 Open WebUI Function) gets the body and its status events instead (`wire.render_hook_answer`).
@@ -218,6 +219,65 @@ def build_protocol_router(
             return Response(enveloped, media_type=wire.HOOK_ANSWER_MEDIA_TYPE, headers=vary)
         # Open WebUI over Pipelines: the bare body (the runner logged and counted the events).
         return Response(answer, media_type="application/json", headers=vary)
+
+    def combined_hook(phase: base.Phase) -> Callable[[Request], Awaitable[Response]]:
+        async def run_filters(request: Request) -> Response:
+            payload = await wire.read_json(request, max_body_bytes)
+            wire.validate(wire.FILTER_REQUEST, payload)
+            body: dict[str, Any] = payload["body"]
+            # The user is the object Open WebUI attached, never a field of the body.
+            user: dict[str, Any] = payload.get("user") or {}
+            ids = bodies.turn_ids(body, user)
+            structlog.contextvars.bind_contextvars(
+                filter="hooks", phase=phase, chat_id=ids.chat_id, user_id=ids.user_id
+            )
+            identity.report("filter", phase, ids.user_id, bodies.foreign_claims(body, ids.user_id))
+            # Priority order now (a valve may change it; ties keep the registry's order), each filter
+            # with its own valves, read once per request.
+            steps = [
+                (
+                    flt,
+                    base.HookContext(
+                        filter_id=flt.id, phase=phase, user=user, ids=ids, valves=config.valves(flt.id)
+                    ),
+                )
+                for flt in sorted(filter_set.filters.values(), key=filter_priority)
+            ]
+            answer, events = await runner.run_chain(
+                steps,
+                body,
+                trace_parent=propagate.extract(request.headers),
+                received_at=getattr(request.state, "received_at", None),
+            )
+            vary = {"Vary": wire.EVENTS_HEADER}
+            if wire.wants_events(request.headers):  # the Function: body and every filter's events
+                enveloped = wire.render_hook_answer(answer, events)
+                return Response(enveloped, media_type=wire.HOOK_ANSWER_MEDIA_TYPE, headers=vary)
+            return Response(answer, media_type="application/json", headers=vary)
+
+        return run_filters
+
+    # One call per phase for the Open WebUI Function: every filter of this server, in priority order.
+    for combined_phase in ("inlet", "outlet"):
+        router.add_api_route(
+            f"/hooks/{combined_phase}",
+            combined_hook(combined_phase),
+            methods=["POST"],
+            name=f"run_filters_{combined_phase}",
+            summary=f"Run every filter's {combined_phase} in one call",
+            description=f"Runs the {combined_phase} of every ECHO filter of this server in priority order"
+            " (lowest `priority` valve first), each on the body the one before answered, each with its"
+            " own valves and deadline, exactly as `POST /{hook_id}/filter/" + combined_phase + "` runs"
+            " it: a filter that fails, runs out of time or answers what JSON cannot carry hands on the"
+            " body it was given (a masking outlet: its safe version) and the others' work is kept. The"
+            " answer is the last body; with `X-Echo-Events: 1`, the body and the status events of every"
+            " filter in order. The first filter's deadline counts from the request's arrival, each later"
+            " one's from its own start. Pipes are not run here. What the Open WebUI Function calls: two"
+            " calls per turn.",
+            response_class=Response,
+            responses=hook_answer,
+            openapi_extra=openapi_docs.json_body(wire.FILTER_REQUEST),
+        )
 
     @router.get("/{filter_id}/valves", responses=openapi_docs.errors(404))
     async def get_valves(filter_id: str = filter_id_path) -> dict[str, Any]:

@@ -13,14 +13,19 @@ whether it also goes back to the caller is the protocol's choice (`X-Echo-Events
 A large request (`wire.THREAD_BYTES` or more, as `wire.body_size` says) is answered off the event loop:
 the answer is rendered on a worker thread in bounded steps (`stepwise_json.render`), and so is a failed
 hook's fallback (withholding and comparing walk the whole body), so a 32 MB body never holds the loop.
+
+`run_chain` runs several filters in one request (`POST /hooks/{phase}`), each exactly as `run_hook`
+runs it, and renders the body once at the end instead of once per filter.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import structlog
 from opentelemetry import trace
@@ -31,9 +36,10 @@ from echo.capabilities import events as events_module
 from echo.entrypoints.http import stepwise_json, wire
 from echo.support import metrics, offload, tracing
 
-__all__ = ["MAX_EVENTS", "deadline_seconds", "run_hook"]
+__all__ = ["MAX_EVENTS", "deadline_seconds", "run_chain", "run_hook"]
 
 log = structlog.get_logger("echo.hooks")
+_T = TypeVar("_T")
 
 _DEFAULT_DEADLINE_MS = {"inlet": 800, "outlet": 5000}
 MAX_EVENTS = 10  # status lines one hook call may raise; more is a filter bug, not news for the user
@@ -91,8 +97,107 @@ async def run_hook(
     `trace_parent` continues a trace the caller started (W3C `traceparent` of the request).
     Raises a 422 (`wire.too_deep`) only when the body itself nests deeper than JSON can be written.
     """
-    started = time.perf_counter()
     large = wire.body_size() >= wire.THREAD_BYTES
+
+    async def rendered(result: dict[str, Any]) -> bytes:
+        return await _render(result, large)
+
+    async def rendered_fallback(fallback: dict[str, Any]) -> bytes:
+        # The body came from our own parser (no NaN, integers Python reads), so only its depth can fail.
+        try:
+            return await _render(fallback, large)
+        except RecursionError as error:
+            raise wire.too_deep() from error
+
+    return await _guarded(
+        flt,
+        body,
+        ctx,
+        large=large,
+        finish=rendered,
+        finish_fallback=rendered_fallback,
+        trace_parent=trace_parent,
+        received_at=received_at,
+    )
+
+
+async def run_chain(
+    steps: Sequence[tuple[base.Filter, base.HookContext]],
+    body: dict[str, Any],
+    *,
+    trace_parent: Context | None = None,
+    received_at: float | None = None,
+) -> tuple[bytes, list[events_module.StatusEvent]]:
+    """Run `steps` in order, each filter on the body the one before answered, exactly as `run_hook`
+    runs each (its own valves and deadline, its fallback body when it fails, its events): the JSON
+    answer of the last, and every step's status events in order.
+
+    The body is rendered once, at the end, not between filters: each filter's result is checked by
+    `_carriable`, which walks only what the filter changed (what it shares with its input is known to
+    be carriable), and only a result it doubts is rendered on the spot, so a filter that returns what
+    JSON cannot carry still falls back to its input. The first filter's deadline counts from
+    `received_at` (as `run_hook`'s); each later one has its whole deadline valve from its own start.
+    Raises a 422 (`wire.too_deep`) only when the body itself nests deeper than JSON can be written.
+    """
+    large = wire.body_size() >= wire.THREAD_BYTES
+    stages = [body]
+    for index, (flt, ctx) in enumerate(steps):
+        given = stages[-1]
+
+        async def checked(result: dict[str, Any], given: dict[str, Any] = given) -> dict[str, Any]:
+            await _check(result, given, large)
+            return result
+
+        async def as_is(fallback: dict[str, Any]) -> dict[str, Any]:
+            return fallback
+
+        structlog.contextvars.bind_contextvars(filter=ctx.filter_id)
+        stages.append(
+            await _guarded(
+                flt,
+                given,
+                ctx,
+                large=large,
+                finish=checked,
+                finish_fallback=as_is,
+                trace_parent=trace_parent,
+                # the later ones: their whole valve from their own start
+                received_at=received_at if index == 0 else None,
+            )
+        )
+    # Whatever the checks let through renders; only nesting at the encoder's limit can still fail. Then
+    # the answer is an earlier stage that renders, the steps after it skipped as failed (a masking
+    # outlet among them still withholds: `_fallback`); the body itself too deep is a 422.
+    for last in range(len(stages) - 1, -1, -1):
+        candidate = stages[last]
+        events = [event for _, ctx in steps[:last] for event in ctx.events]
+        for flt, ctx in steps[last:]:
+            if large:
+                candidate, event = await offload.to_thread(_fallback, flt, candidate, ctx, "failed")
+            else:
+                candidate, event = _fallback(flt, candidate, ctx, "failed")
+            events.append(event)
+        try:
+            return await _render(candidate, large), events
+        except (ValueError, TypeError, RecursionError):
+            log.warning("chain_stage_unwritable", stage=last, returned="an earlier stage")
+    raise wire.too_deep()
+
+
+async def _guarded(
+    flt: base.Filter,
+    body: dict[str, Any],
+    ctx: base.HookContext,
+    *,
+    large: bool,
+    finish: Callable[[dict[str, Any]], Awaitable[_T]],
+    finish_fallback: Callable[[dict[str, Any]], Awaitable[_T]],
+    trace_parent: Context | None,
+    received_at: float | None,
+) -> _T:
+    """One filter under its deadline, fail-open: `finish(result)` inside the guard (so its failure is
+    the filter's), or `finish_fallback(fallback body)` after a failure; events, metrics and a span."""
+    started = time.perf_counter()
     seconds = deadline_seconds(ctx)
     if isinstance(flt, base.ExtendsDeadline):
         try:
@@ -122,26 +227,70 @@ async def run_hook(
                 result = await hook(dict(body), ctx)
             if not isinstance(result, dict):
                 raise TypeError(f"filter returned {type(result).__name__}, not a body")
-            answer = await _render(result, large)
+            answer = await finish(result)
         except TimeoutError:
             outcome = "deadline"
             span.set_status(trace.StatusCode.ERROR, "deadline exceeded")
             log.warning("hook_deadline_exceeded", deadline_s=seconds, returned="fallback body")
             metrics.HOOK_FAILURES.labels(ctx.filter_id, ctx.phase, "deadline").inc()
-            answer = await _render_fallback(
+            fallback = await _fallen_back(
                 flt, body, ctx, f"timed out after {round(seconds * 1000)} ms", large
             )
+            answer = await finish_fallback(fallback)
         except Exception as error:
             outcome = "failed"
             span.record_exception(error)
             span.set_status(trace.StatusCode.ERROR, type(error).__name__)
             log.exception("hook_failed", error=repr(error), returned="fallback body")
             metrics.HOOK_FAILURES.labels(ctx.filter_id, ctx.phase, "error").inc()
-            answer = await _render_fallback(flt, body, ctx, "failed", large)
+            fallback = await _fallen_back(flt, body, ctx, "failed", large)
+            answer = await finish_fallback(fallback)
     _publish(ctx)
     metrics.HOOK_REQUESTS.labels(ctx.filter_id, ctx.phase, outcome).inc()
     metrics.HOOK_LATENCY.labels(ctx.filter_id, ctx.phase).observe(time.perf_counter() - started)
     return answer
+
+
+async def _check(result: dict[str, Any], given: dict[str, Any], large: bool) -> None:
+    """Raise when JSON cannot carry `result`: `_carriable` first (walking only what differs from
+    `given`); a result it doubts is rendered, and that render decides."""
+    try:
+        if large:
+            sure = await offload.to_thread(_carriable, result, given)
+        else:
+            sure = _carriable(result, given)
+    except RecursionError:
+        sure = False
+    if not sure:
+        await _render(result, large)  # raises ValueError, TypeError or RecursionError
+
+
+_MAX_INT_BITS = 14_000  # below the 4,300 digits Python writes an int with by default
+
+
+def _carriable(new: Any, old: Any) -> bool:
+    """True when `render_json` surely carries `new`, given that it carries `old`: what `new` shares
+    with `old` (the same object, or in a list an item of the old list) is not walked again. False
+    means "not sure" (a type JSON may not carry, a non-text key), never "surely not"."""
+    if new is old:
+        return True
+    kind = type(new)
+    if kind is str or kind is bool or new is None:
+        return True
+    if kind is int:
+        return bool(new.bit_length() < _MAX_INT_BITS)
+    if kind is float:
+        return math.isfinite(new)
+    if kind is dict:
+        before = old if type(old) is dict else {}
+        for key, value in new.items():
+            if type(key) is not str or not _carriable(value, before.get(key)):
+                return False
+        return True
+    if kind is list:
+        shared = {id(item) for item in old if type(item) in (dict, list)} if type(old) is list else set()
+        return all(id(item) in shared or _carriable(item, None) for item in new)
+    return False
 
 
 async def _render(value: dict[str, Any], large: bool) -> bytes:
@@ -152,9 +301,10 @@ async def _render(value: dict[str, Any], large: bool) -> bytes:
     return await offload.to_thread(stepwise_json.render, value)
 
 
-async def _render_fallback(
+async def _fallen_back(
     flt: base.Filter, body: dict[str, Any], ctx: base.HookContext, failure: str, large: bool
-) -> bytes:
+) -> dict[str, Any]:
+    """The fallback body (`_fallback`); its status line replaces the filter's events."""
     if large:  # withholding and comparing walk the whole body: not on the loop
         fallback, event = await offload.to_thread(_fallback, flt, body, ctx, failure)
     else:
@@ -163,11 +313,7 @@ async def _render_fallback(
         discarded = [getattr(e, "description", repr(e)) for e in ctx.events[:MAX_EVENTS]]
         log.info("status_events_discarded", descriptions=discarded, count=len(ctx.events))
     ctx.events[:] = [event]
-    # The body came from our own parser (no NaN, integers Python reads), so only its depth can fail.
-    try:
-        return await _render(fallback, large)
-    except RecursionError as error:
-        raise wire.too_deep() from error
+    return fallback
 
 
 def _publish(ctx: base.HookContext) -> None:
