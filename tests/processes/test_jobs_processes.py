@@ -26,7 +26,8 @@ from echo.queue.queue import JobQueue
 WORKER_SCRIPT = """
 import asyncio, os, sys
 from echo.config.settings import Settings
-from echo.queue import registry, runner
+from echo.entrypoints import worker as runner
+from echo.queue import registry
 
 def build(settings, store):
     handlers = registry.Registry()
