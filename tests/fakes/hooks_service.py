@@ -98,13 +98,22 @@ def fence_of(body: Mapping[str, Any]) -> str | None:
     return found[0] if found else None
 
 
+_RETRIES_NOW = """
+WITH due AS (UPDATE jobs SET run_after = now() WHERE state = 'pending' AND run_after > now() RETURNING 1)
+SELECT count(*) FROM due
+"""
+
+
 async def run_jobs(store: Store, registry: Registry, within: float = 20.0) -> None:
-    """Run every due job, and those its handler enqueues, to its outcome (`Worker.run_until_idle`:
-    no polling, at most `within` seconds); then no job may be pending or running."""
+    """Run every job to its outcome (`Worker.run_until_idle`: no polling, at most `within` seconds):
+    the due ones, those their handlers enqueue, and retries, whose delay the queue's clock skips
+    (`run_after` brought forward, then another drain); then no job may be pending or running."""
     worker = Worker(store, registry, lease_seconds=5, poll_seconds=0.2, grace_seconds=1, metrics_seconds=60)
     try:
         async with asyncio.timeout(within):
             await worker.run_until_idle()
+            while await store.fetchval(_RETRIES_NOW):
+                await worker.run_until_idle()
         left = await store.fetch(
             "SELECT id, kind, state, last_error FROM jobs WHERE state IN ('pending', 'running')"
         )
