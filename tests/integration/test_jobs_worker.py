@@ -462,7 +462,8 @@ async def test_run_until_idle_runs_the_due_jobs_and_those_they_enqueue_then_retu
     assert await asyncio.wait_for(worker.run_until_idle(), 10) == 4
     assert sorted(ran) == ["map_reduce c", "map_reduce flaky", "summary c", "summary flaky"]
     assert worker.running == {}
-    states = {(info.kind, info.payload["chat_id"]): info for info in await jobs.list()}
+    stored = [await jobs.get(row["id"]) for row in await store.fetch("SELECT id FROM jobs ORDER BY id")]
+    states = {(info.kind, info.payload["chat_id"]): info for info in stored if info is not None}
     assert {key: info.state for key, info in states.items()} == {
         ("map_reduce", "c"): JobState.DONE,
         ("map_reduce", "flaky"): JobState.DONE,
