@@ -40,7 +40,7 @@ format: install
 # Coverage of echo and echo_operator may only go up: raise COVERAGE_FLOOR with it (96.3% on 2026-12-01).
 COVERAGE_FLOOR ?= 95
 test: install tools infinity lint docs-site
-	$(BIN)/pytest --ignore=tests/kube --ignore=tests/processes --ignore=tests/cluster --durations=15 --cov=echo --cov=echo_operator --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
+	$(BIN)/pytest -n auto --maxprocesses=4 --dist loadgroup --ignore=tests/kube --ignore=tests/processes --ignore=tests/cluster --durations=15 --cov=echo --cov=echo_operator --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
 
 # Whole echoctl processes (serve, worker, operator) started, raced and killed: a tier of its own, so
 # `make test` stays shorter; CI runs it after `make test`.

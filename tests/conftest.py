@@ -1,4 +1,5 @@
-"""Shared fixtures: settings on a temporary data dir, the real app served over HTTP, fixtures on disk."""
+"""Shared fixtures: settings on a temporary data dir, the real app served over HTTP, fixtures on disk,
+migrated tenant schemas (reused across the run), and a one-certificate trust store."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 import structlog
+from fakes import trust_store
 from fakes.live_server import LiveServer
 from fakes.shared_data import ADMIN_KEY, API_KEY
 
@@ -17,6 +19,8 @@ from echo.adapters.store.pool import Store
 from echo.config.settings import Settings
 from echo.entrypoints.http import create_app
 from echo.queue.queue import JobQueue
+
+trust_store.use_one_certificate()  # before any client is made: see fakes/trust_store.py
 
 
 @pytest.fixture
@@ -77,6 +81,30 @@ def _reusable_schemas_dropped() -> Iterator[None]:
 @pytest.fixture
 def jobs(store: Store) -> JobQueue:
     return JobQueue(store)
+
+
+# The tests that load the packaged MiniLM model: importing sentence-transformers and torch and loading
+# the model costs a process 15 to 25 s of CPU, so under xdist (`make test`: `--dist loadgroup`) they
+# share one worker instead of each worker paying it. One missing here still passes, wherever it runs.
+_MINILM = (
+    "tests/contract/test_embedders.py::TestLocalEmbedder",
+    "tests/integration/test_api_fuzz.py",
+    "tests/integration/test_context_flow.py",
+    "tests/integration/test_dashboards_live.py",
+    "tests/integration/test_embeddings_local.py",
+    "tests/integration/test_identity_flow.py",
+    "tests/integration/test_memory_flow.py",
+    "tests/integration/test_memory_llm.py",
+    "tests/integration/test_unstorable_text.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if item.nodeid.startswith(_MINILM):
+            item.add_marker(pytest.mark.xdist_group("minilm"))
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""echo-hooks served for real (uvicorn) over a tenant schema of the test PostgreSQL, with chosen valves."""
+"""echo-hooks, in process, over a tenant schema of the test PostgreSQL, with chosen valves; the job drain."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from fakes.live_server import LiveServer
 from fakes.shared_data import API_KEY
 
 from echo.adapters.store.pool import Store
@@ -62,14 +61,22 @@ async def serving(
     broken: bool = False,
     client_timeout_s: float = 30,
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """A client of the live service, authenticated, after `echo_compression`'s valves were set."""
+    """A client of the service, authenticated, after `echo_compression`'s valves were set: the whole
+    app (its lifespan, middleware and routes) in this process and on this loop, called through
+    httpx's ASGI transport; no socket or server thread, since what these tests check is what the
+    hooks do, not HTTP (tests of the HTTP layer serve it with `LiveServer`)."""
     app = create_app(settings, backends=store_backends(dsn, schema, broken=broken))
-    with LiveServer(app, name="echo-hooks") as live:
-        headers = {"Authorization": f"Bearer {API_KEY}"}
-        async with httpx.AsyncClient(base_url=live.url, headers=headers, timeout=client_timeout_s) as http:
-            updated = await http.post("/echo_compression/valves/update", json=dict(compression_valves))
-            assert updated.status_code == 200, updated.text
-            yield http
+    transport = httpx.ASGITransport(app, raise_app_exceptions=False)  # a 500, as a server answers
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1:9099", headers=headers, timeout=client_timeout_s
+        ) as http,
+    ):
+        updated = await http.post("/echo_compression/valves/update", json=dict(compression_valves))
+        assert updated.status_code == 200, updated.text
+        yield http
 
 
 def exchange(i: int, topic: str) -> list[dict[str, Any]]:
@@ -98,9 +105,13 @@ def fence_of(body: Mapping[str, Any]) -> str | None:
     return found[0] if found else None
 
 
+# Retries of the registry's kinds brought forward; the answer counts those still pending (due ones
+# included: a retry whose short backoff has just elapsed is pending and due, not brought forward).
 _RETRIES_NOW = """
-WITH due AS (UPDATE jobs SET run_after = now() WHERE state = 'pending' AND run_after > now() RETURNING 1)
-SELECT count(*) FROM due
+WITH due AS (
+    UPDATE jobs SET run_after = now() WHERE state = 'pending' AND run_after > now() AND kind = ANY($1)
+)
+SELECT count(*) FROM jobs WHERE state = 'pending' AND kind = ANY($1)
 """
 
 
@@ -112,7 +123,8 @@ async def run_jobs(store: Store, registry: Registry, within: float = 20.0) -> No
     try:
         async with asyncio.timeout(within):
             await worker.run_until_idle()
-            while await store.fetchval(_RETRIES_NOW):
+            kinds = [spec.kind for spec in registry]
+            while await store.fetchval(_RETRIES_NOW, kinds):
                 await worker.run_until_idle()
         left = await store.fetch(
             "SELECT id, kind, state, last_error FROM jobs WHERE state IN ('pending', 'running')"

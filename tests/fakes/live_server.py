@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -10,6 +12,43 @@ from typing import Any
 import uvicorn
 
 __all__ = ["LiveServer"]
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, told to exit by an event instead of noticing a flag on its next 0.1 s tick,
+    and without the 0.1 s pause of its shutdown when no connection is left: each test's server
+    stops in milliseconds instead of 0.2 s."""
+
+    _loop: asyncio.AbstractEventLoop | None = None
+    _exit: asyncio.Event | None = None
+
+    async def main_loop(self) -> None:
+        self._loop, self._exit = asyncio.get_running_loop(), asyncio.Event()
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._exit.wait(), 0.1)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.server_state.connections or self.server_state.tasks:
+            await super().shutdown(sockets)  # its pause lets open connections finish
+            return
+        # Nobody is connected: uvicorn's shutdown without its fixed 0.1 s pause for connections.
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for server in self.servers:
+            await server.wait_closed()
+        if not self.force_exit:
+            await self.lifespan.shutdown()
+
+    def exit_now(self) -> None:
+        self.should_exit = True
+        if self._loop is not None and self._exit is not None:
+            with contextlib.suppress(RuntimeError):  # its loop has ended already
+                self._loop.call_soon_threadsafe(self._exit.set)
 
 
 class LiveServer:
@@ -22,7 +61,7 @@ class LiveServer:
         self.host = host
         self._name = name
         self._lifespan = lifespan
-        self._server: uvicorn.Server | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
 
@@ -37,7 +76,7 @@ class LiveServer:
         config = uvicorn.Config(
             self._app, log_level="warning", access_log=False, lifespan=self._lifespan, log_config=None
         )
-        server = uvicorn.Server(config)
+        server = _Server(config)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=self._name, daemon=True)
         thread.start()
         deadline = time.monotonic() + timeout_s
@@ -51,7 +90,7 @@ class LiveServer:
 
     def stop(self) -> None:
         if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
+            self._server.exit_now()
             self._thread.join(timeout=10)
         self._server = self._thread = None
 

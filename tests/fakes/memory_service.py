@@ -1,19 +1,19 @@
 """echo-hooks as `echoctl serve` runs it, for the memory tests: the real runtime (`open_runtime`) on a
-tenant schema of the test PostgreSQL, the packaged MiniLM embedder, Qdrant local mode in a temporary
+migrated tenant schema of the test PostgreSQL (one of the run's reusable ones: the runtime's own
+migration finds nothing to do), the packaged MiniLM embedder, Qdrant local mode in a temporary
 directory and the in-process worker running `distill` jobs; the offline LLM unless told otherwise.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+from fakes.eventually import eventually
 from fakes.hooks_service import outlet_body
 from fakes.live_server import LiveServer
 from fakes.shared_data import ADMIN_KEY, API_KEY
@@ -25,7 +25,7 @@ from echo.entrypoints import runtime
 from echo.entrypoints.http import create_app
 from echo.support import supervision
 
-__all__ = ["MemoryService", "memory_service", "outlet_body", "until"]
+__all__ = ["MemoryService", "memory_service", "outlet_body"]
 
 
 @dataclass
@@ -49,26 +49,20 @@ class MemoryService:
         return answer.json()
 
     async def drained(self, within: float = 60.0) -> None:
-        """Wait until no job is pending or running."""
+        """Wait until no job is pending or running (the service's own in-process worker runs them,
+        woken by NOTIFY)."""
 
         async def idle() -> bool:
             return not await self.store.fetchval(
                 "SELECT count(*) FROM jobs WHERE state IN ('pending', 'running')"
             )
 
-        await until(idle, within=within, what="jobs drained")
+        await eventually(idle, within=within, what="jobs drained")
 
     async def jobs(self) -> list[Any]:
         return await self.store.fetch(
             "SELECT kind, state, payload, idempotency_key, attempts, last_error FROM jobs ORDER BY id"
         )
-
-
-async def until(check: Callable[[], Awaitable[bool]], within: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        assert time.monotonic() < deadline, f"{what} not reached in {within} s"
-        await asyncio.sleep(0.05)
 
 
 @asynccontextmanager
@@ -80,28 +74,27 @@ async def memory_service(
     wait_ready: bool = True,
     **settings: Any,
 ) -> AsyncIterator[MemoryService]:
-    tenant = testing.unique_tenant("mem")
-    options: dict[str, Any] = {
-        "data_dir": tmp_path / "echo",
-        "database_url": dsn,
-        "tenant": tenant,
-        "inprocess_worker": True,
-        "qdrant_path": tmp_path / "qdrant",
-        "api_key": API_KEY,
-        "admin_key": ADMIN_KEY,
-        "llm_provider": "offline",
-        "job_poll_seconds": 0.2,
-        **settings,
-    }
-    config = Settings(**options)
-    supervisor = supervision.Supervisor()
-    app = create_app(
-        config,
-        backends=lambda s: runtime.open_runtime(s, supervisor=supervisor),
-        supervisor=supervisor,
-    )
-    schema = tenancy.schema_for(tenant)
-    try:
+    async with testing.migrated_tenant(dsn) as tenant:
+        options: dict[str, Any] = {
+            "data_dir": tmp_path / "echo",
+            "database_url": dsn,
+            "tenant": tenant,
+            "inprocess_worker": True,
+            "qdrant_path": tmp_path / "qdrant",
+            "api_key": API_KEY,
+            "admin_key": ADMIN_KEY,
+            "llm_provider": "offline",
+            "job_poll_seconds": 0.2,
+            **settings,
+        }
+        config = Settings(**options)
+        supervisor = supervision.Supervisor()
+        app = create_app(
+            config,
+            backends=lambda s: runtime.open_runtime(s, supervisor=supervisor),
+            supervisor=supervisor,
+        )
+        schema = tenancy.schema_for(tenant)
         with LiveServer(app, name="echo-hooks") as live:
             headers = {"Authorization": f"Bearer {API_KEY}"}
             admin_headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -115,13 +108,11 @@ async def memory_service(
                     return (await http.get("/readyz")).status_code == 200
 
                 if wait_ready:
-                    await until(ready, within=60, what="service ready")
+                    await eventually(ready, within=60, what="service ready")
                 if valves:
                     updated = await http.post("/echo_memory/valves/update", json=dict(valves))
                     assert updated.status_code == 200, updated.text
                 yield MemoryService(http, store, config, supervisor, admin)
-    finally:
-        await testing.drop_schema(dsn, schema)
 
 
 @asynccontextmanager

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 from fakes import api_fuzz
 
-pytestmark = pytest.mark.timeout(600)
+# Not measured for coverage (pytest-cov's `no_cover`): traced, its thousands of requests took three to
+# seven times as long (3 to 8 minutes, the whole suite's critical path), for lines the other tests cover.
+pytestmark = [pytest.mark.timeout(600), pytest.mark.no_cover]
 
 EXAMPLES_WITH_KEY = 5  # per operation in the fuzzing phase (bench/fuzz.py runs 100); coverage: all it derives
 EXAMPLES_WITHOUT_KEY = 5  # every protected route answers its documented 401 before reading anything

@@ -4,12 +4,11 @@ counted, restarted, and shown by /readyz; no task of the runtime is started outs
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
+from fakes.eventually import eventually_blocking
 from fakes.live_server import LiveServer
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
@@ -20,13 +19,6 @@ from echo.entrypoints.http import create_app
 from echo.support import supervision
 
 SERVICES = Path(__file__).resolve().parents[2] / "services" / "echo"
-
-
-def _wait_for(condition: Callable[[], bool], within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def test_a_config_watcher_that_raises_is_logged_counted_and_restarted(
@@ -54,9 +46,9 @@ def test_a_config_watcher_that_raises_is_logged_counted_and_restarted(
         capture_logs() as logs,
         LiveServer(create_app(settings, config=config, supervisor=supervisor)) as server,
     ):
-        _wait_for(lambda: checks >= 3)
+        eventually_blocking(lambda: checks >= 3, within=10)
         valves_file.write_text("echo_memory:\n  WINDOW_SIZE: 9\n")  # still watched after the restart
-        _wait_for(lambda: config.valves("echo_memory").model_dump()["WINDOW_SIZE"] == 9)
+        eventually_blocking(lambda: config.valves("echo_memory").model_dump()["WINDOW_SIZE"] == 9, within=10)
         answer = httpx.get(f"{server.url}/readyz")
     after = REGISTRY.get_sample_value("echo_background_task_failures_total", {"task": "config-watch"})
     assert after == before + 1

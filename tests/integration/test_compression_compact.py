@@ -172,13 +172,15 @@ async def test_a_short_chat_has_nothing_to_summarise(http: httpx.AsyncClient, st
 
 async def test_who_may_ask_and_for_which_chat(http: httpx.AsyncClient, store: Store) -> None:
     await hook(http, "outlet", outlet_body(conversation(6)))
-    url = http.base_url.join("/chats/c1/compact")
-    async with httpx.AsyncClient(timeout=10) as anonymous:
-        refused = await anonymous.post(url, json={"user_id": "u1"})
-        assert refused.status_code == 401
-        assert "bearer" in refused.json()["detail"]
-        wrong = await anonymous.post(url, json={"user_id": "u1"}, headers={"Authorization": "Bearer nope"})
-        assert wrong.status_code == 401
+    anonymous = http.build_request("POST", "/chats/c1/compact", json={"user_id": "u1"})
+    del anonymous.headers["Authorization"]  # no key at all
+    refused = await http.send(anonymous)
+    assert refused.status_code == 401
+    assert "bearer" in refused.json()["detail"]
+    wrong = await http.post(
+        "/chats/c1/compact", json={"user_id": "u1"}, headers={"Authorization": "Bearer nope"}
+    )
+    assert wrong.status_code == 401
     hooks_key = await http.post("/chats/c1/compact", json={"user_id": "u1"})  # Open WebUI's key
     assert hooks_key.status_code == 403
     assert "ECHO_ADMIN_KEY" in hooks_key.json()["detail"]

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fakes.eventually import eventually_blocking
 from fakes.live_server import LiveServer
 
 from echo.config.live import LiveConfig
@@ -25,14 +24,6 @@ def swap_text(path: Path, text: str) -> None:
     staged = path.with_name(f".{path.name}.staged")
     staged.write_text(text)
     os.replace(staged, path)
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
 
 
 def test_a_bad_file_at_start_is_refused_with_the_field(tmp_path: Path) -> None:
@@ -82,10 +73,10 @@ def test_hot_reload_good_then_bad_then_good(tmp_path: Path) -> None:
         assert json.loads(compression["model_thresholds"])["house"]["max_context_tokens"] == 50000
 
         swap_text(valves_file, "echo_memory:\n  WINDOW_SIZE: 11\n")
-        wait_for(lambda: http.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 11)
+        eventually_blocking(lambda: http.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 11, within=5)
 
         swap_text(valves_file, "echo_memory:\n  WINDOW_SIZE: eleven\n")
-        wait_for(lambda: http.get("/readyz").json()["status"] == "degraded")
+        eventually_blocking(lambda: http.get("/readyz").json()["status"] == "degraded", within=5)
         ready = http.get("/readyz")
         assert ready.status_code == 200  # still serving with the last good config
         assert "echo_memory.WINDOW_SIZE" in ready.json()["checks"]["config"]["error"]
@@ -98,7 +89,7 @@ def test_hot_reload_good_then_bad_then_good(tmp_path: Path) -> None:
             thresholds_file, '{"house": {"compression_threshold_tokens": 1000, "max_context_tokens": 60000}}'
         )
         swap_text(valves_file, "echo_memory:\n  WINDOW_SIZE: 4\n")
-        wait_for(lambda: http.get("/readyz").json()["status"] == "ready")
+        eventually_blocking(lambda: http.get("/readyz").json()["status"] == "ready", within=5)
         assert http.get("/echo_memory/valves").json()["WINDOW_SIZE"] == 4
         compression = http.get("/echo_compression/valves").json()
         assert json.loads(compression["model_thresholds"])["house"]["max_context_tokens"] == 60000
@@ -215,12 +206,12 @@ def test_a_bad_thresholds_valve_on_reload_keeps_the_last_good_config(
     ):
         assert {"mine", "house"} <= set(thresholds(http))
         swap_text(valves_file, "echo_compression:\n  model_thresholds: '{not json'\n")
-        wait_for(lambda: http.get("/readyz").json()["status"] == "degraded")
+        eventually_blocking(lambda: http.get("/readyz").json()["status"] == "degraded", within=5)
         error = http.get("/readyz").json()["checks"]["config"]["error"]
         assert "echo_compression.model_thresholds: not valid JSON text" in error
         assert {"mine", "house"} <= set(thresholds(http))  # the last good config
 
         swap_text(valves_file, "echo_compression:\n  model_thresholds: '{}'\n")  # the watcher lives on
-        wait_for(lambda: http.get("/readyz").json()["status"] == "ready")
+        eventually_blocking(lambda: http.get("/readyz").json()["status"] == "ready", within=5)
         assert "mine" not in thresholds(http)
         assert "house" in thresholds(http)

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 import yaml
 from fakes import documents
+from fakes.eventually import eventually
 from fakes.gemini_server import FakeGemini
-from fakes.memory_service import MemoryService, memory_service, until
+from fakes.memory_service import MemoryService, memory_service
 from fakes.openwebui_files import OWUI_FILES_KEY, FakeFiles, fake_files
 
 from echo.domain import shadow
@@ -98,7 +99,7 @@ async def settled(service: MemoryService, source_id: str) -> Any:
         row = await service.store.fetchrow("SELECT status FROM attachments WHERE source_id = $1", source_id)
         return row is not None and row["status"] != "pending"
 
-    await until(done, within=120, what=f"{source_id} ingested")
+    await eventually(done, within=120, what=f"{source_id} ingested")
     return await service.store.fetchrow("SELECT * FROM attachments WHERE source_id = $1", source_id)
 
 

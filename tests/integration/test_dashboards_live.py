@@ -25,9 +25,10 @@ from typing import Any
 import httpx
 import pytest
 from fakes import dashboards, documents
+from fakes.eventually import eventually
 from fakes.gemini_server import FakeGemini
 from fakes.hooks_service import exchange, outlet_body
-from fakes.memory_service import MemoryService, memory_service, until
+from fakes.memory_service import MemoryService, memory_service
 from fakes.openwebui_files import OWUI_FILES_KEY, FakeFiles, fake_files
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -187,7 +188,7 @@ async def test_every_dashboard_query_returns_data_where_traffic_was_sent(
                     except httpx.HTTPError:
                         return False
 
-                await until(ready, within=60, what="Prometheus ready")
+                await eventually(ready, within=60, what="Prometheus ready")
                 await traffic(service, files, gemini)
                 await asyncio.sleep(3 * SCRAPE_SECONDS)  # the worker's gauges refreshed, then scraped
                 scraped = samples((await service.http.get("/metrics")).text)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
+from fakes.eventually import eventually
 from fakes.metric_samples import sample as _sample
 from prometheus_client import REGISTRY
 
@@ -80,14 +78,13 @@ async def test_workers_sweep_on_their_own(store: Store) -> None:
     worker = Worker(store, Registry(), retention_policy=policy)
     await worker.start()
     try:
-        deadline = time.monotonic() + 10
-        while (await _states(store)).get("done") != 2:
-            assert time.monotonic() < deadline, "the worker never swept"
-            await asyncio.sleep(0.05)
+
+        async def two_done() -> bool:
+            return (await _states(store)).get("done") == 2
+
+        await eventually(two_done, within=10, what="the worker's sweep")
         await _finished(store, JobState.DONE, 3, age_days=2)  # and again at the next interval
-        while (await _states(store)).get("done") != 2:
-            assert time.monotonic() < deadline, "the worker swept only once"
-            await asyncio.sleep(0.05)
+        await eventually(two_done, within=10, what="the worker's second sweep")
     finally:
         await worker.stop()
 

@@ -9,13 +9,13 @@ kept), the memory API, the tool server, forgetting a user, and the failure paths
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.eventually import eventually
 from fakes.memory_service import MemoryService, memory_service, outlet_body
 from prometheus_client import REGISTRY
 
@@ -291,10 +291,13 @@ async def test_with_the_vector_store_down_the_turn_goes_on_without_memories(dsn:
         sock.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens once the socket closes
     async with memory_service(dsn, tmp_path, wait_ready=False, qdrant_url=dead, qdrant_path=None) as service:
-        deadline = time.monotonic() + 60
-        while not (ready := await service.http.get("/readyz")).json()["checks"]["embedder"]["ok"]:
-            assert time.monotonic() < deadline, ready.text  # the embedder loads; the vectors never answer
-            await asyncio.sleep(0.2)
+
+        async def embedder_ready() -> Any:
+            answer = await service.http.get("/readyz")
+            return answer if answer.json()["checks"]["embedder"]["ok"] else None
+
+        # the embedder loads; the vectors never answer
+        ready = await eventually(embedder_ready, within=60, interval=0.2, what="the embedder ready")
         checks = ready.json()["checks"]
         assert checks["vectors"]["ok"] is False
         # Still in the Service: every filter serves, memory fails open (unready, every replica would go).

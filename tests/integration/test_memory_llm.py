@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.eventually import eventually
 from fakes.gemini_server import FakeGemini
 from fakes.memory_llm import memory_answer
-from fakes.memory_service import MemoryService, memory_service, outlet_body, until
+from fakes.memory_service import MemoryService, memory_service, outlet_body
 
 VALID = {
     "worth_remembering": True,
@@ -115,7 +116,7 @@ async def test_a_model_that_is_down_leaves_the_job_queued_and_a_retry_succeeds(
         jobs = await service.jobs()
         return bool(jobs) and jobs[0]["attempts"] >= 1 and jobs[0]["last_error"] is not None
 
-    await until(retried, what="a failed first attempt")
+    await eventually(retried, within=30, what="a failed first attempt")
     await service.drained(within=30)  # the queue's backoff, then the model answers
     [job] = await service.jobs()
     assert (job["state"], job["attempts"]) == ("done", 2)

@@ -11,14 +11,15 @@ import asyncio
 import dataclasses
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import kmock
 import kopf
 import pytest
 import yaml
+from fakes.eventually import eventually
 from fakes.kube_emulator import ECHO_RESOURCE, KubeEmulator
 
 from echo_operator import handlers, metrics
@@ -29,7 +30,6 @@ pytestmark = pytest.mark.timeout(60)
 NS = "tenants"
 CRS = f"/apis/echo.dev/v1alpha1/namespaces/{NS}/echodeployments"
 BASE: dict[str, Any] = {"database": {"dsnSecretRef": {"name": "db"}}, "llm": {"provider": "offline"}}
-T = TypeVar("T")
 DEPLOYMENTS = {"acme-hooks", "acme-distiller", "acme-embedding"}
 
 
@@ -99,18 +99,6 @@ async def operator(config: OperatorConfig) -> AsyncIterator[OperatorThread]:
     await running.stop()
 
 
-async def eventually(check: Callable[[], T], within: float = 30.0, what: str = "") -> T:
-    """Poll `check` until it returns something truthy (every wait has a deadline and a sleep)."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        result = check()
-        if result:
-            return result
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what or check}")
-        await asyncio.sleep(0.05)
-
-
 async def create(emulator: KubeEmulator, spec: dict[str, Any], name: str = "acme") -> None:
     body = {
         "apiVersion": "echo.dev/v1alpha1",
@@ -155,7 +143,7 @@ async def reconciled(emulator: KubeEmulator, generation: int = 1) -> dict[str, A
         handled = "echo.dev/last-handled-configuration" in annotations
         return body if handled and status.get("observedGeneration") == generation else None
 
-    return await eventually(done, what=f"generation {generation} reconciled")
+    return await eventually(done, what=f"generation {generation} reconciled", within=30)
 
 
 async def make_ready(emulator: KubeEmulator) -> None:
@@ -210,7 +198,7 @@ async def test_create_renders_adopted_children_and_status(
     assert body["metadata"]["finalizers"] == ["echo.dev/finalizer"]
     assert "kopf" not in body["status"]  # kopf's own state lives in annotations
     assert body["status"]["hooksEndpoint"] == "http://acme-hooks.tenants.svc:9099"
-    ready = await eventually(lambda: ready_condition(emulator))
+    ready = await eventually(lambda: ready_condition(emulator), within=30)
     assert (ready["status"], ready["reason"]) == ("False", "ComponentsNotReady")
     assert conditions(emulator)["HooksReady"]["message"] == "0/2 replicas ready"
 
@@ -218,10 +206,10 @@ async def test_create_renders_adopted_children_and_status(
 async def test_status_follows_the_children(emulator: KubeEmulator, operator: OperatorThread) -> None:
     await create(emulator, BASE)
     await reconciled(emulator)
-    first = await eventually(lambda: ready_condition(emulator))
+    first = await eventually(lambda: ready_condition(emulator), within=30)
     await make_ready(emulator)
     ready = await eventually(
-        lambda: (c := ready_condition(emulator)) and c["status"] == "True" and c, what="Ready"
+        lambda: (c := ready_condition(emulator)) and c["status"] == "True" and c, what="Ready", within=30
     )
     assert ready["reason"] == "AllComponentsReady"
     assert ready["lastTransitionTime"] >= first["lastTransitionTime"]
@@ -241,7 +229,7 @@ async def test_update_changes_the_children(emulator: KubeEmulator, operator: Ope
     main = hooks["spec"]["template"]["spec"]["containers"][0]
     assert main["image"] == "registry.local/echo:next"
     assert {"name": "ECHO_LOG_LEVEL", "value": "DEBUG"} in main["env"]
-    assert (await eventually(lambda: ready_condition(emulator)))["observedGeneration"] == 2
+    assert (await eventually(lambda: ready_condition(emulator), within=30))["observedGeneration"] == 2
 
 
 async def test_removed_sections_prune_their_children(
@@ -269,7 +257,9 @@ async def test_removed_sections_prune_their_children(
     assert hooks["spec"]["replicas"] == 2
     env = {e["name"]: e.get("value") for e in hooks["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["ECHO_QDRANT_URL"] == "http://qdrant.shared.svc:6333"
-    assert (await eventually(lambda: conditions(emulator).get("QdrantReady")))["reason"] == "External"
+    assert (await eventually(lambda: conditions(emulator).get("QdrantReady"), within=30))[
+        "reason"
+    ] == "External"
 
 
 async def test_switching_to_standalone_and_back_prunes_the_other_modes_children(
@@ -291,7 +281,7 @@ async def test_switching_to_standalone_and_back_prunes_the_other_modes_children(
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "standalone"
     await make_ready(emulator)
     ready = await eventually(
-        lambda: (c := ready_condition(emulator)) and c["status"] == "True" and c, what="Ready"
+        lambda: (c := ready_condition(emulator)) and c["status"] == "True" and c, what="Ready", within=30
     )
     assert ready["message"] == "every component is ready"
     await patch_spec(emulator, {"mode": "distributed", "database": {"dsnSecretRef": {"name": "db"}}})
@@ -314,7 +304,7 @@ async def test_delete_removes_children_then_the_finalizer(
     await reconciled(emulator)
     response = await emulator.delete(f"{CRS}/acme")
     assert response.status == 200
-    await eventually(lambda: cr(emulator) is None, what="the EchoDeployment gone")
+    await eventually(lambda: cr(emulator) is None, what="the EchoDeployment gone", within=30)
     for resource in (
         "apps/v1/deployments",
         "apps/v1/statefulsets",
@@ -346,7 +336,7 @@ async def test_reruns_are_idempotent(emulator: KubeEmulator, config: OperatorCon
     await first.start()
     await create(emulator, BASE)
     await reconciled(emulator)
-    await eventually(lambda: ready_condition(emulator))
+    await eventually(lambda: ready_condition(emulator), within=30)
     snapshot = {
         (resource, name): emulator.get(resource, NS, name)
         for resource in ("apps/v1/deployments", "apps/v1/statefulsets", "v1/secrets", "v1/configmaps")
@@ -368,6 +358,7 @@ async def test_reruns_are_idempotent(emulator: KubeEmulator, config: OperatorCon
                 > (resumes or 0)
             ),
             what="the resume reconcile",
+            within=30,
         )
         for (resource, name), before in snapshot.items():
             after = emulator.get(resource, NS, name)
@@ -383,7 +374,7 @@ async def test_reruns_are_idempotent(emulator: KubeEmulator, config: OperatorCon
 
 async def test_invalid_spec_is_reported_then_fixed(emulator: KubeEmulator, operator: OperatorThread) -> None:
     await create(emulator, {**BASE, "llm": {"provider": "gemini"}})  # the CEL rule the emulator cannot run
-    ready = await eventually(lambda: ready_condition(emulator), what="Ready=False")
+    ready = await eventually(lambda: ready_condition(emulator), what="Ready=False", within=30)
     assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
     assert "llm.apiKeySecretRef is required" in ready["message"]
     assert names(emulator, "apps/v1/deployments") == set()
@@ -391,7 +382,7 @@ async def test_invalid_spec_is_reported_then_fixed(emulator: KubeEmulator, opera
     await patch_spec(emulator, {"llm": {"apiKeySecretRef": {"name": "gemini"}}})
     await reconciled(emulator, generation=2)
     assert names(emulator, "apps/v1/deployments") == DEPLOYMENTS
-    assert (await eventually(lambda: ready_condition(emulator)))["reason"] == "ComponentsNotReady"
+    assert (await eventually(lambda: ready_condition(emulator), within=30))["reason"] == "ComponentsNotReady"
 
 
 async def test_add_on_children_only_where_their_api_exists(
@@ -428,13 +419,16 @@ async def test_a_refused_child_is_reported_not_retried(
     ready = await eventually(
         lambda: (c := ready_condition(emulator)) and c["reason"] == "ChildRejected" and c,
         what="ChildRejected",
+        within=30,
     )
     assert ready["status"] == "False"
     assert "StatefulSet acme-qdrant was refused" in ready["message"]
     assert ready["observedGeneration"] == 2
     remaining = emulator.faults[0].times
     await make_ready(emulator)  # child events refresh the components, not the blocking Ready
-    await eventually(lambda: conditions(emulator)["HooksReady"]["status"] == "True", what="HooksReady")
+    await eventually(
+        lambda: conditions(emulator)["HooksReady"]["status"] == "True", what="HooksReady", within=30
+    )
     await asyncio.sleep(1.0)  # backoff is 0.3 s: a retried handler would have applied it again
     assert emulator.faults[0].times == remaining
     assert ready_condition(emulator)["reason"] == "ChildRejected"  # type: ignore[index]
@@ -469,14 +463,18 @@ async def test_a_stale_status_refresh_cannot_clear_invalid_spec(
     await create(emulator, BASE)
     await reconciled(emulator)
     await make_ready(emulator)
-    await eventually(lambda: (c := ready_condition(emulator)) and c["status"] == "True", what="Ready")
+    await eventually(
+        lambda: (c := ready_condition(emulator)) and c["status"] == "True", what="Ready", within=30
+    )
     await quiet()
     after_hook: list[int] = []
 
     async def invalidate_meanwhile(_: Any) -> None:
         await patch_spec(emulator, {"llm": {"provider": "gemini"}})  # no apiKeySecretRef: invalid
         await eventually(
-            lambda: (c := ready_condition(emulator)) and c["reason"] == "InvalidSpec", what="InvalidSpec"
+            lambda: (c := ready_condition(emulator)) and c["reason"] == "InvalidSpec",
+            what="InvalidSpec",
+            within=30,
         )
         after_hook.append(len(emulator.answers))
 
@@ -493,7 +491,7 @@ async def test_a_stale_status_refresh_cannot_clear_invalid_spec(
         refused = stale_write in emulator.answers[after_hook[0] :]
         return refused or (ready_condition(emulator) or {}).get("reason") != "InvalidSpec"
 
-    await eventually(stale_write_refused, what="the stale refresh to write")
+    await eventually(stale_write_refused, what="the stale refresh to write", within=30)
     await quiet()  # the refresh's fresh read and recompute, if any, have happened
     ready = ready_condition(emulator)
     assert ready is not None

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fakes.eventually import eventually, eventually_blocking
 from fakes.live_server import LiveServer
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
@@ -179,10 +179,7 @@ async def test_a_warm_up_that_raises_is_reported_and_shutdown_still_stops_the_wo
 ) -> None:
     before = _failures("warm-up")
     async with runtime.open_runtime(serve_settings) as opened:
-        deadline = time.monotonic() + 10
-        while opened.supervisor.failure("warm-up") is None:
-            assert time.monotonic() < deadline, "the warm-up never ended"
-            await asyncio.sleep(0.02)
+        await eventually(lambda: opened.supervisor.failure("warm-up"), what="the warm-up to end")
         checks = await opened.readiness()
         worker = opened.worker
         assert worker is not None
@@ -200,10 +197,7 @@ def test_readyz_names_a_failed_warm_up_and_the_app_shuts_down_cleanly(serve_sett
     backends = functools.partial(runtime.open_runtime, supervisor=supervisor)
     app = create_app(serve_settings, backends=backends, supervisor=supervisor)
     with LiveServer(app) as server:
-        deadline = time.monotonic() + 10
-        while supervisor.failure("warm-up") is None:
-            assert time.monotonic() < deadline, "the warm-up never ended"
-            time.sleep(0.02)
+        eventually_blocking(lambda: supervisor.failure("warm-up"), what="the warm-up to end")
         answer = httpx.get(f"{server.url}/readyz")
     assert answer.status_code == 503
     checks = answer.json()["checks"]
@@ -229,10 +223,11 @@ def external_db_settings(dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 async def _ready(opened: Runtime) -> dict[str, dict[str, Any]]:
-    deadline = time.monotonic() + 10
-    while not (checks := await opened.readiness())["vectors"]["ok"]:
-        assert time.monotonic() < deadline, checks
-        await asyncio.sleep(0.02)
+    async def vectors_ready() -> dict[str, dict[str, Any]] | None:
+        checks = await opened.readiness()
+        return checks if checks["vectors"]["ok"] else None
+
+    checks = await eventually(vectors_ready, what="the vector store ready")
     return checks
 
 

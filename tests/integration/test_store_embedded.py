@@ -15,6 +15,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from fakes.eventually import eventually
 
 from echo.adapters.store import bootstrap, embedded, errors, migrations
 from echo.config.settings import Settings
@@ -67,13 +68,12 @@ async def test_embedded_postgres_end_to_end(data_dir: Path) -> None:
         await worker.start()
         try:
             job_id = await jobs.enqueue("summary", {"chat_id": "c1"}, idempotency_key="embedded")
-            for _ in range(200):
+
+            async def done() -> bool:
                 info = await jobs.get(job_id)
-                if info is not None and info.state is JobState.DONE:
-                    break
-                await asyncio.sleep(0.02)
-            else:
-                pytest.fail("the job did not run on the embedded PostgreSQL in 4 s")
+                return info is not None and info.state is JobState.DONE
+
+            await eventually(done, within=4, what="the job run on the embedded PostgreSQL")
         finally:
             await worker.stop()
         dsn = store.dsn

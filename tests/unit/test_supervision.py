@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 
 import pytest
+from fakes.eventually import eventually
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
@@ -18,13 +18,6 @@ FAST = supervision.Backoff(first_seconds=0.01, max_seconds=0.05)
 
 def _failures(task: str) -> float:
     return REGISTRY.get_sample_value("echo_background_task_failures_total", {"task": task}) or 0.0
-
-
-async def _until(check: Callable[[], bool], within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached"
-        await asyncio.sleep(0.005)
 
 
 def test_backoff_doubles_up_to_its_cap() -> None:
@@ -49,7 +42,7 @@ async def test_a_failing_loop_is_logged_counted_and_restarted() -> None:
     before = _failures("unit-loop")
     with capture_logs() as logs:
         handle = supervisor.keep_running("unit-loop", loop, tenant="t1")
-        await _until(lambda: runs == 3)
+        await eventually(lambda: runs == 3, within=5, interval=0.005)
     assert _failures("unit-loop") == before + 2
     failed = [entry for entry in logs if entry["event"] == "background_task_failed"]
     assert [(e["task"], e["error"], e["log_level"], e["tenant"]) for e in failed] == [
@@ -152,7 +145,7 @@ async def test_the_backoff_starts_over_after_a_long_healthy_run() -> None:
 
     with capture_logs() as logs:
         supervisor.keep_running("unit-reset", flaky)
-        await _until(lambda: runs == 4)
+        await eventually(lambda: runs == 4, within=5, interval=0.005)
     delays = [e["restart_in"] for e in logs if e["event"] == "background_task_failed"]
     assert delays == [0.001, 0.01, 0.001]
     await supervisor.aclose()
@@ -177,7 +170,7 @@ async def test_a_restart_waits_at_least_the_delay_an_error_asked_for_within_the_
 
     with capture_logs() as logs:
         supervisor.keep_running("unit-asked", loop)
-        await _until(lambda: runs == 5)
+        await eventually(lambda: runs == 5, within=5, interval=0.005)
     delays = [e["restart_in"] for e in logs if e["event"] == "background_task_failed"]
     assert delays == [0.03, 0.02, 0.05, 0.05]
     assert supervisor.readiness()["tasks"]["unit-asked"]["state"] == "running"

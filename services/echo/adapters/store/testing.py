@@ -2,12 +2,13 @@
 
 `ECHO_TEST_DATABASE_URL` names the server (default: the local one at 127.0.0.1:5432, database
 `test`). A test that needs a migrated schema takes one from this process's reusable schemas
-(`migrated_tenant`, `temporary_store`): migrated once, the first time one is needed, and emptied
-when the test gives it back (every row deleted, every sequence restarted), which leaves it as a
-fresh migration would. One whose structure a test changed (a table created, a function replaced) is
-dropped instead of reused. Two tests at once (two stores, two processes) never share one;
-`drop_reusable` drops them all at the end of a run. A test of the migrations themselves takes an
-unmigrated schema (`migrate=False`, `unique_tenant`), dropped afterwards.
+(`migrated_tenant`, `temporary_store`): migrated once, the first time one is needed; when the test
+gives it back, emptied (every row deleted, every sequence restarted) and renamed (the next test's
+tenant is a new name, as a fresh schema's is), which leaves it as a fresh migration would. One
+whose structure a test changed (a table created, a function replaced) is dropped instead of reused.
+Two tests at once (two stores, two processes) never share one; `drop_reusable` drops them all at
+the end of a run. A test of the migrations themselves takes an unmigrated schema (`migrate=False`,
+`unique_tenant`), dropped afterwards.
 """
 
 from __future__ import annotations
@@ -140,18 +141,21 @@ async def _migrated(dsn: str, reusable: _Reusable) -> str:
     return tenant
 
 
-async def _emptied(dsn: str, reusable: _Reusable, tenant: str) -> bool:
-    """Empty the tenant's tables when its structure is still a fresh migration's; False when not."""
+async def _emptied(dsn: str, reusable: _Reusable, tenant: str) -> str | None:
+    """Empty the tenant's tables and rename its schema to a new tenant's, when its structure is still
+    a fresh migration's: the new tenant, else None. A new name, since caches of the process are keyed
+    by schema (the shadow's, for one) and a fresh schema never has their entries."""
     schema = tenancy.schema_for(tenant)
     connection = await asyncpg.connect(dsn, timeout=5)
     try:
         contents = await _contents(connection, schema)
         if contents["structure"] != reusable.structure:
-            return False
+            return None
         # DELETE, not TRUNCATE (ten times slower on small tables), with triggers (foreign keys
         # included) off: every row goes, in any order; each sequence starts again (setval: identity
         # columns' sequences refuse ALTER SEQUENCE). One simple query: one transaction.
         quoted = tenancy.quote_identifier(schema)
+        renamed = unique_tenant()
         statements = ["SET LOCAL lock_timeout = '10s'", "SET LOCAL session_replication_role = replica"]
         statements += [
             f"DELETE FROM {quoted}.{tenancy.quote_identifier(name)}" for name in contents["tables"]
@@ -160,26 +164,31 @@ async def _emptied(dsn: str, reusable: _Reusable, tenant: str) -> bool:
             f"SELECT setval('{quoted}.{tenancy.quote_identifier(name)}', {start}, false)"
             for name, start in zip(contents["sequences"], contents["starts"], strict=True)
         ]
+        statements.append(
+            f"ALTER SCHEMA {quoted} RENAME TO {tenancy.quote_identifier(tenancy.schema_for(renamed))}"
+        )
         await connection.execute(";".join(statements))
-        return True
+        return renamed
     finally:
         await connection.close()
 
 
 @asynccontextmanager
 async def migrated_tenant(dsn: str) -> AsyncIterator[str]:
-    """A tenant whose schema holds every migration and no rows, the caller's alone until it exits."""
+    """A tenant whose schema holds every migration and no rows, the caller's alone until it exits; a
+    name no earlier caller had."""
     reusable = _REUSABLE.setdefault(dsn, _Reusable())
     tenant = reusable.free.pop() if reusable.free else await _migrated(dsn, reusable)
-    kept = False
+    renamed: str | None = None
     try:
         yield tenant
-        kept = await _emptied(dsn, reusable, tenant)
+        renamed = await _emptied(dsn, reusable, tenant)
     finally:
-        if kept:
-            reusable.free.append(tenant)
+        reusable.made.discard(tenant)
+        if renamed is not None:
+            reusable.made.add(renamed)
+            reusable.free.append(renamed)
         else:
-            reusable.made.discard(tenant)
             await drop_schema(dsn, tenancy.schema_for(tenant))
 
 
