@@ -59,6 +59,8 @@ bench: install
 	$(BIN)/python bench/job_queue.py
 	$(BIN)/python bench/compression.py
 	$(BIN)/python bench/memory.py
+	$(BIN)/python bench/retrieval.py
+	$(BIN)/python bench/quality.py
 	$(BIN)/python bench/suture.py
 	$(BIN)/python bench/attachments.py
 	$(BIN)/python bench/fuzz.py
@@ -125,8 +127,9 @@ openwebui-venv:
 	  .venv-openwebui/bin/pip install --quiet torch==2.13.0 && \
 	  .venv-openwebui/bin/pip install --quiet open-webui==0.12.4; }
 
+# Two passes, one per way of connecting (the Function, Pipelines); CONNECTION=function|pipelines runs one.
 openwebui-live: install openwebui-venv
-	$(BIN)/python e2e/openwebui_live.py
+	$(BIN)/python e2e/openwebui_live.py $(if $(CONNECTION),--connection $(CONNECTION))
 
 # A real kube-apiserver v1.20.2 (built once from Debian's source package, cached under ~/.cache) and
 # etcd, for the operator's real-server tier (tests/kube; it skips, saying how to build, without them).

@@ -6,7 +6,14 @@ recorded reply, outlet, the summary jobs on an in-process worker with the offlin
 small budget, once per `compression_style`. Then one question follows the whole conversation, and
 that final inlet's messages (the fenced summary included) are the context "sent at the end". A QA
 pair (categories 1–4) is retained when the text of every evidence dialog turn is still in that
-context ("evidence"), or its answer text is ("answer"); "either" counts both. Beside it: the whole
+context ("evidence"), or its answer text is ("answer"); "either" counts both; "words" is the
+issue-20 measure (at least half of the answer's content words are in the context). "share" is what
+the final context's summary costs against the turns it stands for (mean over conversations), and
+"+max" the most a turn's request with ECHO cost over the same turn without it (the AEC block's size
+is the allowance). The figures of the previous run (2026-12-01, before summaries had a share and
+the offline summariser read the style) stand beside the new ones. A second table takes the first
+30 turns of each conversation (short chats, under the threshold): tokens per turn with and without
+ECHO. Beside it: the whole
 history (what Open WebUI sends without ECHO), and plain truncation (system messages and the newest
 messages that fit) to ECHO's own token count at every turn, and to max_context_tokens.
 
@@ -83,6 +90,37 @@ class Method:
         default_factory=lambda: {"evidence": [], "answer": [], "either": []}
     )
     summaries: int = 0  # summaries the replays injected (distinct ones)
+    words: list[bool] = field(default_factory=list)  # half of the answer's content words, per QA pair
+    shares: list[float] = field(default_factory=list)  # final summary / the turns it covers, per chat
+    added: list[int] = field(default_factory=list)  # tokens with ECHO minus without, per turn
+
+
+PREVIOUS = {  # bench/README.md, 2026-12-01: (mean tok/turn, either)
+    "full history (Open WebUI)": (9151, 1.00),
+    "ECHO, aggressive": (2693, 0.26),
+    "ECHO, balanced": (2693, 0.26),
+    "ECHO, faithful": (2693, 0.26),
+    "truncation, ECHO's tokens/turn": (2677, 0.25),
+    "truncation, max_context (6,000)": (4913, 0.36),
+}
+SHORT_TURNS = 30
+_ANSWER_STOPWORDS_TEXT = """
+    the a an and or of to in on at for with by from is was were are be been it its this that her his
+    their they she he we you i my your our as not no yes
+"""
+_ANSWER_STOPWORDS = frozenset(_ANSWER_STOPWORDS_TEXT.split())
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased words of two letters or more (digits always), minus a few function words."""
+    words = re.findall(r"[^\W_]+", text.casefold())
+    return {w for w in words if (len(w) > 1 or w.isdigit()) and w not in _ANSWER_STOPWORDS}
+
+
+def answer_words_kept(answer: str, context_words: set[str]) -> bool:
+    """At least half of the answer's content words are in the context (issue 20's answer recall)."""
+    wanted = content_words(answer)
+    return bool(wanted) and 2 * len(wanted & context_words) >= len(wanted)
 
 
 def _normal(text: str) -> str:
@@ -110,14 +148,31 @@ def retention(
     """Per QA pair: are its evidence turns, its answer text, either, in ``context``?"""
     text = "\n".join(msgs.content_text(message.get("content")) for message in context)
     folded = _normal(text)
-    kept: dict[str, list[bool]] = {"evidence": [], "answer": [], "either": []}
+    words = content_words(text)
+    kept: dict[str, list[bool]] = {"evidence": [], "answer": [], "either": [], "words": []}
     for question in questions:
         evidence = all(transcript.sources[key] in text for key in question.evidence)
         answer = bool(question.answer.strip()) and _normal(question.answer.strip()) in folded
         kept["evidence"].append(evidence)
         kept["answer"].append(answer)
         kept["either"].append(evidence or answer)
+        kept["words"].append(answer_words_kept(question.answer, words))
     return kept
+
+
+def summary_share(
+    raw: Sequence[Mapping[str, Any]], context: Sequence[Mapping[str, Any]], head: int
+) -> float | None:
+    """What the summary in ``context`` costs against the turns of ``raw`` it stands for (None: none)."""
+    covers = driver.summary_covers(context)
+    if not covers:
+        return None
+    summary = next(
+        m for m in context if msgs.content_text(m.get("content")).lstrip().startswith("<echo_summary")
+    )
+    turns = [m for m in raw if msgs.role_of(m) not in msgs.SYSTEM_ROLES]
+    covered = driver.tokens_of(turns[head:covers])
+    return msgs.message_tokens(summary) / covered if covered else None
 
 
 def truncated(messages: Sequence[Mapping[str, Any]], budget: int) -> list[Mapping[str, Any]]:
@@ -174,6 +229,7 @@ async def part_one(
     played = {chat.id: min(len(chat.exchanges), args.max_turns or len(chat.exchanges)) for chat in chats}
     questions = {chat.id: judged(chat, played[chat.id]) for chat in chats}
     echo_budgets: dict[str, tuple[list[int], int]] = {}
+    short: dict[str, list[tuple[int, int]]] = {}
     for style in STYLES:
         valves = {"echo_compression": base_valves.model_copy(update={"compression_style": style})}
         method = rows.setdefault(f"ECHO, {style}", Method(f"ECHO, {style}"))
@@ -188,9 +244,17 @@ async def part_one(
             method.finals.append(driver.tokens_of(final))
             method.summaries += len({turn.summary_covers for turn in replayed.turns if turn.summary_covers})
             kept = retention(chat, questions[chat.id], final)
+            method.words += kept.pop("words")
             for key, values in kept.items():
                 method.kept[key] += values
-            by_chat[(method.name, chat.id)] = _share(kept["either"])
+            by_chat[(method.name, chat.id)] = _share(method.words[-len(questions[chat.id]) :])
+            raw_probe = driver.inlet_messages(chat, _probe_history(chat, played[chat.id]))
+            share = summary_share(raw_probe, final, base_valves.keep_first)
+            if share is not None:
+                method.shares.append(share)
+            method.added += [turn.tokens_after - turn.tokens_before for turn in replayed.turns]
+            if style == valves_module.CompressionValves().compression_style:
+                short[chat.id] = [(t.tokens_before, t.tokens_after) for t in replayed.turns[:SHORT_TURNS]]
             if style == valves_module.CompressionValves().compression_style:
                 echo_budgets[chat.id] = ([t.tokens_after for t in replayed.turns], driver.tokens_of(final))
             print(
@@ -214,11 +278,13 @@ async def part_one(
             context = probe if limit is None else truncated(probe, limit)
             method.finals.append(driver.tokens_of(context))
             kept = retention(chat, questions[chat.id], context)
+            method.words += kept.pop("words")
             for key, values in kept.items():
                 method.kept[key] += values
-            by_chat[(method.name, chat.id)] = _share(kept["either"])
+            by_chat[(method.name, chat.id)] = _share(method.words[-len(questions[chat.id]) :])
     table = [full, *rows.values(), same, ceiling]
     _print_part_one(table, by_chat, chats, played, questions, base_valves)
+    _print_short(short, chats)
 
 
 def _share(values: Sequence[bool]) -> float:
@@ -254,31 +320,64 @@ def _print_part_one(
         "evidence turns / answer text"
     )
     header = (
-        f"{'method':<34} {'mean tok/turn':>13} {'final tok':>9} {'ratio':>6} {'saved':>6} {'summaries':>9} "
-        f"{'evidence':>8} {'answer':>7} {'either':>7}"
+        f"{'method':<32} {'tok/turn':>8} {'before':>6} {'final':>6} {'ratio':>6} {'summ':>4} {'share':>5} "
+        f"{'+max':>5} {'evid':>5} {'answer':>6} {'either':>6} {'before':>6} {'words':>6}"
     )
     print(header)
     print("-" * len(header))
     for method in table:
         full, sent = statistics.fmean(method.full), statistics.fmean(method.sent)
-        summaries = str(method.summaries) if method.name.startswith("ECHO") else "-"
+        echo = method.name.startswith("ECHO")
+        summaries = str(method.summaries) if echo else "-"
+        share = f"{statistics.fmean(method.shares):5.0%}" if method.shares else f"{'-':>5}"
+        added = f"{max(method.added):5d}" if method.added else f"{'-':>5}"
+        before_sent, before_either = PREVIOUS.get(method.name, (0, 0.0))
         print(
-            f"{method.name:<34} {sent:13,.0f} {statistics.fmean(method.finals):9,.0f} {full / sent:5.2f}x "
-            f"{1 - sent / full:6.0%} {summaries:>9} {_share(method.kept['evidence']):8.0%} "
-            f"{_share(method.kept['answer']):7.0%} {_share(method.kept['either']):7.0%}"
+            f"{method.name:<32} {sent:8,.0f} {before_sent:6,d} {statistics.fmean(method.finals):6,.0f} "
+            f"{full / sent:5.2f}x {summaries:>4} {share} {added} {_share(method.kept['evidence']):5.0%} "
+            f"{_share(method.kept['answer']):6.0%} {_share(method.kept['either']):6.0%} {before_either:6.0%} "
+            f"{_share(method.words):6.0%}"
         )
+    by_name = {method.name: method for method in table}
+    baseline = _share(by_name["truncation, ECHO's tokens/turn"].words)
+    for name in (m.name for m in table if m.name.startswith("ECHO")):
+        mine = _share(by_name[name].words)
+        ratio = f"{mine / baseline:.2f}x" if baseline else "n/a"
+        print(f"retention ('words') of {name} against truncation at the same tokens: {ratio} (goal 1.5x)")
     print()
-    header = f"{'either, per conversation':<34} " + " ".join(f"{chat.id:>7}" for chat in chats)
+    header = f"{'words, per conversation':<32} " + " ".join(f"{chat.id:>7}" for chat in chats)
     print(header)
     print("-" * len(header))
     for method in table:
-        print(f"{method.name:<34} " + " ".join(f"{by_chat[(method.name, chat.id)]:7.0%}" for chat in chats))
+        print(f"{method.name:<32} " + " ".join(f"{by_chat[(method.name, chat.id)]:7.0%}" for chat in chats))
     styles = [m for m in table if m.name.startswith("ECHO")]
-    if len({(tuple(m.sent), tuple(m.kept["either"])) for m in styles}) == 1:
+    if len({(tuple(m.sent), tuple(m.words)) for m in styles}) == 1:
+        print("note: the three styles give the same numbers here")
+    print()
+
+
+def _print_short(
+    short: Mapping[str, Sequence[tuple[int, int]]], chats: Sequence[transcripts.Transcript]
+) -> None:
+    """Short chats: the first turns of each conversation, tokens per turn without and with ECHO."""
+    print(
+        f"short chats: the first {SHORT_TURNS} turns of each conversation (balanced), tokens per turn "
+        "without ECHO (what Open WebUI sends) and with it"
+    )
+    header = f"{'conversation':<14} {'without':>8} {'with':>8} {'+mean':>6} {'+min':>5} {'+max':>5}"
+    print(header)
+    print("-" * len(header))
+    for chat in chats:
+        pairs = short.get(chat.id, [])
+        if not pairs:
+            continue
+        added = [after - before for before, after in pairs]
         print(
-            "note: the three styles give the same numbers here: the offline provider's extractive summary "
-            "does not read the style's wording (a model does)"
+            f"{chat.id:<14} {statistics.fmean(b for b, _ in pairs):8,.0f} "
+            f"{statistics.fmean(a for _, a in pairs):8,.0f} {statistics.fmean(added):6,.0f} "
+            f"{min(added):5d} {max(added):5d}"
         )
+    print("(+: with minus without; the AEC block is the only addition allowed, its size is +min)")
     print()
 
 

@@ -1,24 +1,43 @@
-"""Round-trip latency of echo-hooks inlet and outlet over HTTP, beside a bare FastAPI floor.
+"""Round-trip latency of echo-hooks inlet and outlet over HTTP, beside two bare FastAPI floors.
 
-A 200-message chat is built from the saved-chat fixture of Open WebUI 0.12.4 (its request shape:
-metadata on the inlet, flat ids and `output` items on the outlet) with LoCoMo dialogue as text.
-Both servers run as separate uvicorn processes with the same settings; requests alternate
-between them so drift hits both alike. Target: echo's p50 overhead over the floor <= 2 ms
-with pass-through filters and for echo_memory's outlet (which only enqueues; the same outlet sent
-again finds its windows queued already, as a replay does).
+Part 1. A 200-message chat is built from the saved-chat fixture of Open WebUI 0.12.4 (its request
+shape: metadata on the inlet, flat ids and `output` items on the outlet) with LoCoMo dialogue as text;
+`echoctl serve` in embedded mode (MiniLM in the process, Qdrant local mode). Each filter's own route,
+the combined `POST /hooks/inlet` and `/hooks/outlet` (every filter in one call, what the Open WebUI
+Function sends), and a pass-through call: `echo_memory`'s inlet with `ENABLE_RECALL` off on the 97 KiB
+outlet body (every layer runs: edge, read, checks, runner, answer; the filter returns the body).
 
-    .venv/bin/python bench/hooks_latency.py [--requests 400]
+Part 2 (`--skip-summary` leaves it out). The combined inlet on a 500-message chat whose summary is
+stored (replayed as `bench/compression.py` does, on ECHO_DATABASE_URL or an embedded PostgreSQL), with
+the memory recall on.
+
+The floors, as separate uvicorn processes with the same settings: FastAPI answering the request's
+`body` with its own JSON (the standard library: "floor"), and the same with msgspec, as echo-hooks
+reads and writes JSON ("msgspec floor"). Requests alternate between the three so drift hits all alike.
+"recall" is the mean time of the memory recall (query embedding and vector search) per request in the
+measured requests, read from echo-hooks' `echo_memory_recall_seconds` histogram; "over, recall apart"
+subtracts it from the p50 over the floor. Targets: pass-through <= 0.5 ms over the floor, the combined
+inlet of part 2 <= 5 ms over it with the recall apart, `echo_memory`'s outlet <= 2 ms over it.
+
+    .venv/bin/python bench/hooks_latency.py [--requests 400] [--skip-summary]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import copy
 import json
 import os
+import re
+import shutil
 import statistics
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +48,32 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 FIXTURES = SHARED / "fixtures" / "owui-0.12.4"
 LOCOMO = SHARED / "data" / "locomo" / "26.json"
 KEY = "bench-key"
-TARGET_MS = 2.0
-WINDOWS_ENQUEUED = "windows (enqueued once)"  # the same outlet again: its windows are already queued
-TARGETED = frozenset({"pass-through", WINDOWS_ENQUEUED})  # the hooks the 2 ms target applies to
+LONG_CHAT = 500
+PASS_THROUGH_TARGET_MS = 0.5
+COMBINED_TARGET_MS = 5.0
+OUTLET_TARGET_MS = 2.0
+TURN_CPU_TARGET_MS = 5.0
+SERVE = [sys.executable, "-m", "echo.entrypoints.cli", "serve"]
+_RECALL = re.compile(r"^echo_memory_recall_seconds_(sum|count) ([0-9.eE+-]+)$", re.MULTILINE)
+_OUTCOMES = re.compile(r'^echo_memory_recalls_total\{outcome="(\w+)"\} ([0-9.eE+-]+)$', re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Case:
+    phase: str
+    path: str
+    work: str
+    payload: bytes
+    target_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class Row:
+    case: Case
+    samples: dict[str, list[float]]
+    recall_ms: float  # mean per measured request
+    outcome: str  # the recalls' most frequent outcome in the measured requests ("-": none ran)
+    cpu_ms: dict[str, float]  # CPU time (user + system) per measured request, per server process
 
 
 def _dialogue() -> list[str]:
@@ -64,89 +106,265 @@ def build_bodies(size: int = 200) -> tuple[dict[str, Any], dict[str, Any]]:
     return inlet, outlet
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux `/proc`)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _recall_totals(http: httpx.Client, port: int) -> tuple[float, dict[str, float]]:
+    """Seconds of echo-hooks' recall histogram so far, and its recalls by outcome."""
+    text = http.get(f"http://127.0.0.1:{port}/metrics").text
+    seconds = dict(_RECALL.findall(text)).get("sum", "0")
+    return float(seconds), {outcome: float(count) for outcome, count in _OUTCOMES.findall(text)}
+
+
+def _ready(port: int, within: float = 300.0) -> None:
+    """Wait until echo-hooks' `/readyz` answers 200 (the embedder loaded), so no case measures the
+    recall skipped nor the model loading beside it."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200:
+                return
+        time.sleep(0.5)
+    raise RuntimeError(f"echo-hooks on port {port} not ready within {within} s")
+
+
+@contextlib.contextmanager
+def running(
+    echo_command: list[str], echo_env: dict[str, str]
+) -> Iterator[tuple[dict[str, int], dict[str, int]]]:
+    """The two floors and echo-hooks, each on a port of its own: (ports, process ids) by name."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ECHO_", "GEMINI_"))}
+    ports = {name: servers.free_port() for name in ("floor", "msgspec floor", "echo")}
+    started: list[Any] = []
+    try:
+        for name, app in (("floor", servers.FLOOR_APP), ("msgspec floor", servers.FLOOR_MSGSPEC_APP)):
+            started.append(
+                servers.start(
+                    [sys.executable, "-c", app.replace("{port}", str(ports[name]))], ports[name], env
+                )
+            )
+        command = [*echo_command, "--port", str(ports["echo"])]
+        # embedded mode loads MiniLM and PostgreSQL: slow to start on a busy machine
+        started.append(servers.start(command, ports["echo"], {**env, **echo_env}, within=300))
+        _ready(ports["echo"])
+        yield ports, dict(zip(ports, (process.pid for process in started), strict=True))
+    finally:
+        for process in started:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def measure(
+    http: httpx.Client,
+    servers_at: tuple[dict[str, int], dict[str, int]],
+    case: Case,
+    requests: int,
+    warmup: int,
+) -> Row:
+    ports, pids = servers_at
+    samples: dict[str, list[float]] = {name: [] for name in ports}
+    before: tuple[float, dict[str, float]] = (0.0, {})
+    cpu_before: dict[str, float] = {}
+    for index in range(warmup + requests):
+        if index == warmup:
+            before = _recall_totals(http, ports["echo"])
+            cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        for name, port in ports.items():
+            started = time.perf_counter()
+            answer = http.post(f"http://127.0.0.1:{port}{case.path}", content=case.payload)
+            elapsed = (time.perf_counter() - started) * 1000
+            answer.raise_for_status()
+            if index >= warmup:
+                samples[name].append(elapsed)
+    cpu = {name: (cpu_seconds(pid) - cpu_before[name]) * 1000 / requests for name, pid in pids.items()}
+    after = _recall_totals(http, ports["echo"])
+    recall_ms = (after[0] - before[0]) * 1000 / requests
+    outcomes = {name: count - before[1].get(name, 0.0) for name, count in after[1].items()}
+    ran = {name: count for name, count in outcomes.items() if count > 0}
+    return Row(case, samples, recall_ms, max(ran, key=lambda name: ran[name]) if ran else "-", cpu)
+
+
+def print_rows(title: str, rows: list[Row]) -> None:
+    print(title)
+    header = (
+        f"{'phase':<7} {'route':<31} {'work':<34} {'floor p50':>9} {'msgspec fl':>10} {'echo p50':>8} "
+        f"{'echo p99':>8} {'over floor':>10} {'recall':>6} {'recalls':>8} {'over, recall apart':>18} "
+        f"{'target':>7} {'verdict':>8} "
+        f"{'cpu floor':>9} {'cpu echo':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        floor = statistics.median(row.samples["floor"])
+        fast_floor = statistics.median(row.samples["msgspec floor"])
+        echo = statistics.median(row.samples["echo"])
+        over = echo - floor
+        apart = over - row.recall_ms
+        target = row.case.target_ms
+        verdict = "-" if target is None else ("met" if apart <= target else "NOT MET")
+        target_cell = "-" if target is None else f"<= {target:g}"
+        print(
+            f"{row.case.phase:<7} {row.case.path:<31} {row.case.work:<34} {floor:9.2f} {fast_floor:10.2f} "
+            f"{echo:8.2f} {servers.percentile(row.samples['echo'], 0.99):8.2f} {over:10.2f} "
+            f"{row.recall_ms:6.2f} {row.outcome:>8} {apart:18.2f} {target_cell:>7} {verdict:>8} "
+            f"{row.cpu_ms['floor']:9.2f} {row.cpu_ms['echo']:8.2f}"
+        )
+    print()
+
+
+def part_one(args: argparse.Namespace, workdir: Path) -> None:
+    inlet, outlet = build_bodies()
+    payloads = {"inlet": json.dumps(inlet).encode(), "outlet": json.dumps(outlet).encode()}
+    default_cases = [
+        Case("inlet", "/echo_compression/filter/inlet", "compression (no summary)", payloads["inlet"]),
+        Case("inlet", "/echo_memory/filter/inlet", "recall (embed + search)", payloads["inlet"]),
+        Case("inlet", "/echo_context/filter/inlet", "context (no file)", payloads["inlet"]),
+        Case("inlet", "/hooks/inlet", "every filter (no summary)", payloads["inlet"]),
+        Case(
+            "outlet", "/echo_memory/filter/outlet", "windows (enqueued once)", payloads["outlet"],
+            OUTLET_TARGET_MS,
+        ),
+        Case("outlet", "/echo_compression/filter/outlet", "compression (no summary)", payloads["outlet"]),
+        Case("outlet", "/echo_context/filter/outlet", "secret masking (200 msgs)", payloads["outlet"]),
+        Case("outlet", "/hooks/outlet", "every filter", payloads["outlet"]),
+    ]  # fmt: skip
+    pass_through = Case(
+        "inlet", "/echo_memory/filter/inlet", "pass-through (97 KiB, recall off)", payloads["outlet"],
+        PASS_THROUGH_TARGET_MS,
+    )  # fmt: skip
+    command = [*SERVE, "--data-dir", str(workdir / "echo")]
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    rows = []
+    with (
+        running(command, {"ECHO_API_KEY": KEY, "ECHO_LOG_LEVEL": "WARNING"}) as at,
+        httpx.Client(headers=headers, timeout=10) as http,
+    ):
+        for case in default_cases:
+            rows.append(measure(http, at, case, args.requests, args.warmup))
+        answer = http.post(
+            f"http://127.0.0.1:{at[0]['echo']}/echo_memory/valves/update", json={"ENABLE_RECALL": False}
+        )
+        answer.raise_for_status()
+        rows.append(measure(http, at, pass_through, args.requests, args.warmup))
+    size = {phase: len(body) / 1024 for phase, body in payloads.items()}
+    print_rows(
+        f"part 1: 200-message chat (inlet {size['inlet']:.0f} KiB, outlet {size['outlet']:.0f} KiB), every "
+        f"filter active, {args.requests} requests per cell, ms",
+        rows,
+    )
+    print_turn_cpu(rows)
+
+
+def print_turn_cpu(rows: list[Row]) -> None:
+    """echo-hooks' CPU for one turn over the Function (the two combined calls), the recall apart."""
+    combined = [row for row in rows if row.case.path.startswith("/hooks/")]
+    if len(combined) != 2:
+        return
+    cpu = sum(row.cpu_ms["echo"] for row in combined)
+    recall = sum(row.recall_ms for row in combined)
+    floor = sum(row.cpu_ms["floor"] for row in combined)
+    verdict = "met" if cpu - recall <= TURN_CPU_TARGET_MS else "NOT MET"
+    print(
+        f"echo-hooks CPU per turn (POST /hooks/inlet + /hooks/outlet): {cpu:.2f} ms, of which recall "
+        f"(embedding and vector search in the process) {recall:.2f} ms: {cpu - recall:.2f} ms without it "
+        f"(target <= {TURN_CPU_TARGET_MS:g} ms: {verdict}); the floor's two calls {floor:.2f} ms"
+    )
+    print()
+
+
+def _over_http(
+    command: list[str], env: dict[str, str], case: Case, args: argparse.Namespace
+) -> tuple[dict[str, Any], Row]:
+    """The body echo-hooks answers to `case`, then the case measured beside the floors."""
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    with running(command, env) as at, httpx.Client(headers=headers, timeout=10) as http:
+        sent = http.post(f"http://127.0.0.1:{at[0]['echo']}{case.path}", content=case.payload).json()
+        return sent, measure(http, at, case, args.requests, args.warmup)
+
+
+async def part_two(args: argparse.Namespace, workdir: Path) -> None:
+    import compression  # bench/compression.py: its store, long chat and replay
+
+    from echo.config import valves as valves_module
+    from echo.config.settings import Settings
+    from echo.domain import transcripts
+    from echo.entrypoints.replay import driver
+
+    settings = Settings(data_dir=workdir / "replay", llm_provider="offline", log_level="WARNING")
+    chat = compression.long_chat(LONG_CHAT)
+    valves = driver.compression_valves(valves_module.CompressionValves(), threshold=4000, max_context=6000)
+    async with compression.bench_store(workdir) as store:
+        async with driver.session(store, settings, {"echo_compression": valves}.get) as replayer:
+            replayed = await replayer.replay(chat)
+            history = [
+                *chat.messages,
+                transcripts.Message(id="lat-question", role="user", content=compression.PROBE),
+            ]
+            inlet = driver.inlet_body(chat, history, user_id=replayer.user["id"], reply_id="lat-reply")
+            user = {"id": replayer.user["id"], "name": "bench", "role": "user"}
+        valves_file = workdir / "valves.json"
+        valves_file.write_text(json.dumps({"echo_compression": valves.model_dump(mode="json")}))
+        payload = json.dumps({"body": inlet, "user": user}).encode()
+        case = Case(
+            "inlet",
+            "/hooks/inlet",
+            f"every filter, summary + recall ({LONG_CHAT})",
+            payload,
+            COMBINED_TARGET_MS,
+        )
+        command = [
+            sys.executable,
+            "-m",
+            "echo.entrypoints.cli",
+            "serve",
+            "--data-dir",
+            str(workdir / "echo2"),
+        ]
+        env = {
+            "ECHO_API_KEY": KEY,
+            "ECHO_LOG_LEVEL": "WARNING",
+            "ECHO_DATABASE_URL": store.dsn,
+            "ECHO_TENANT": compression.TENANT,
+            "ECHO_VALVES_FILE": str(valves_file),
+            "ECHO_LLM_PROVIDER": "offline",
+        }
+        sent, row = await asyncio.to_thread(_over_http, command, env, case, args)
+    covered = sum("<echo_summary" in str(m.get("content")) for m in sent["messages"])
+    print_rows(
+        f"part 2: {len(inlet['messages'])}-message chat ({len(payload) / 1024:.0f} KiB), its summary stored "
+        f"(first at turn {replayed.first_summary}; the inlet answers {len(sent['messages'])} messages, "
+        f"{covered} summary block), recall on, {args.requests} requests, ms",
+        [row],
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--requests", type=int, default=400, help="measured requests per case and server")
     parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--skip-summary", action="store_true", help="leave part 2 out (no PostgreSQL)")
     args = parser.parse_args()
     if not FIXTURES.is_dir() or not LOCOMO.is_file():
         print(f"needs {FIXTURES} and {LOCOMO} (../shared/)", file=sys.stderr)
         return 1
-    inlet, outlet = build_bodies()
-    payloads = {"inlet": json.dumps(inlet).encode(), "outlet": json.dumps(outlet).encode()}
-    floor_port, echo_port = servers.free_port(), servers.free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ECHO_", "GEMINI_"))}
-    data_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"echo-bench-{os.getpid()}"
-    floor = servers.start(
-        [sys.executable, "-c", servers.FLOOR_APP.replace("{port}", str(floor_port))], floor_port, env
-    )
-    echo = servers.start(
-        [
-            sys.executable,
-            "-m",
-            "echo.entrypoints.cli",
-            "serve",
-            "--port",
-            str(echo_port),
-            "--data-dir",
-            str(data_dir),
-        ],
-        echo_port,
-        {**env, "ECHO_API_KEY": KEY, "ECHO_LOG_LEVEL": "WARNING"},
-    )
-    cases = [
-        ("inlet", "echo_compression", "compression (no summary)"),
-        ("inlet", "echo_memory", "recall (embed + search)"),
-        ("outlet", "echo_memory", WINDOWS_ENQUEUED),
-        ("outlet", "echo_compression", "compression (no summary)"),
-        ("outlet", "echo_context", "secret masking (200 msgs)"),
-    ]
-    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
-    rows = []
-    try:
-        with httpx.Client(headers=headers, timeout=10) as http:
-            for phase, hook_id, what in cases:
-                path = f"/{hook_id}/filter/{phase}"
-                samples: dict[str, list[float]] = {"floor": [], "echo": []}
-                for index in range(args.warmup + args.requests):
-                    for name, port in (("floor", floor_port), ("echo", echo_port)):
-                        started = time.perf_counter()
-                        answer = http.post(f"http://127.0.0.1:{port}{path}", content=payloads[phase])
-                        elapsed = (time.perf_counter() - started) * 1000
-                        answer.raise_for_status()
-                        if index >= args.warmup:
-                            samples[name].append(elapsed)
-                rows.append((phase, hook_id, what, samples))
-    finally:
-        for process in (floor, echo):
-            process.terminate()
-            process.wait(timeout=10)
+    from echo.support import logs
 
-    size_kib = {phase: len(body) / 1024 for phase, body in payloads.items()}
-    print(
-        f"hooks latency over HTTP, 200-message chat (inlet {size_kib['inlet']:.0f} KiB, "
-        f"outlet {size_kib['outlet']:.0f} KiB), {args.requests} requests per cell, ms"
-    )
-    header = (
-        f"{'phase':<7} {'filter':<17} {'work':<26} {'floor p50':>9} {'floor p99':>9} "
-        f"{'echo p50':>9} {'echo p99':>9} {'overhead p50':>12} {'target':>7}"
-    )
-    print(header)
-    print("-" * len(header))
-    for phase, hook_id, what, samples in rows:
-        floor_p50, echo_p50 = statistics.median(samples["floor"]), statistics.median(samples["echo"])
-        overhead = echo_p50 - floor_p50
-        verdict = "n/a" if what not in TARGETED else ("met" if overhead <= TARGET_MS else "MISSED")
-        floor_p99, echo_p99 = (
-            servers.percentile(samples["floor"], 0.99),
-            servers.percentile(samples["echo"], 0.99),
-        )
-        print(
-            f"{phase:<7} {hook_id:<17} {what:<26} {floor_p50:9.2f} {floor_p99:9.2f} "
-            f"{echo_p50:9.2f} {echo_p99:9.2f} {overhead:12.2f} {verdict:>7}"
-        )
+    logs.configure_logging("ERROR", "console")
+    workdir = Path(tempfile.mkdtemp(prefix="echo-bench-hooks-"))
+    started = time.perf_counter()
+    try:
+        part_one(args, workdir)
+        if not args.skip_summary:
+            asyncio.run(part_two(args, workdir))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    load = os.getloadavg()
+    print(f"(bench ran {time.perf_counter() - started:.0f} s on {os.cpu_count()} CPUs, load {load[0]:.1f})")
     return 0
 
 

@@ -7,7 +7,12 @@ serve` runs with nothing configured). Then, for each QA pair of categories 1–4
 the user's top 10 memories; the pair counts when the provenance of one of them (the windows it was
 distilled from) holds one of the pair's evidence dialog turns. Baseline: every raw turn embedded as
 its own item, top 10 turns, the pair counts when one of them is an evidence turn. Side by side: the
-items each method stores.
+items each method stores. Then answer recall at the block's budget (issue 20): for each floor of
+`FLOORS`, the block `echo_memory`'s recall makes (`RECALL_TOP_K`, `RECALL_MAX_TOKENS`) holds at least
+half of the answer's content words, against the raw turns nearest to the question within the same
+tokens; and the calibration of the floor: the share of memories holding their question's answer kept
+above it, and the share of another conversation's questions (nothing there can help) that still get
+a memory above it. `--recall-only` stops after part 1.
 
 Part 2, recall latency: `echo_memory`'s inlet, in-process, for a user with 1,000 memories (p50/p99).
 
@@ -17,7 +22,7 @@ Part 3, distillation throughput: N windows distilled by 1, 2 and 4 `echoctl work
 Part 4, cleaning: tokens of a window as `_clean_messages` renders it against `str(messages)`, on the
 Open WebUI 0.12.4 bodies in `../shared/fixtures/` and on Open WebUI-shaped LoCoMo windows.
 
-    .venv/bin/python bench/memory.py [--conversations 26,30,44] [--jobs 48] [--skip-processes]
+    .venv/bin/python bench/memory.py [--conversations 26,30,44] [--jobs 48] [--skip-processes] [--recall-only]
 
 Uses ECHO_DATABASE_URL when set (throwaway tenants, dropped after), else an embedded PostgreSQL.
 """
@@ -28,6 +33,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -59,7 +65,7 @@ from echo.config import valves as valves_module
 from echo.config.settings import Settings
 from echo.domain import bodies, chain, kinds, tokens, transcripts
 from echo.domain.compression import messages as msgs
-from echo.domain.memory import cleaning
+from echo.domain.memory import cleaning, recall
 from echo.ports import backends as backends_port
 from echo.ports import vectors as vectors_base
 from echo.queue import queue, worker
@@ -69,6 +75,7 @@ LOCOMO = SHARED / "data" / "locomo"
 FIXTURES = SHARED / "fixtures" / "owui-0.12.4"
 CATEGORIES = (1, 2, 3, 4)
 TOP_K = 10
+FLOORS = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
 GOAL_FEWER = 5.0
 GOAL_SPEEDUP = 3.5
 
@@ -125,10 +132,71 @@ class Recall:
     questions: int = 0
 
 
+@dataclass
+class Floor:
+    """Recall at the block's token budget with one relevance floor, and the raw turns at its cost."""
+
+    floor: float
+    questions: int = 0
+    injected: int = 0  # questions that got a block at all
+    items: int = 0
+    helpful: int = 0  # injected memories that hold the answer
+    tokens: int = 0  # memory text tokens injected, all questions
+    answered: int = 0
+    raw_answered: int = 0  # raw turns by similarity within the same tokens, per question
+
+
+@dataclass
+class Calibration:
+    floors: list[Floor]
+    helpful_scores: list[float]  # cosine of each retrieved memory that holds its question's answer
+    best_scores: list[float]  # cosine of the nearest memory, per question
+    noise_scores: list[float]  # cosine of the nearest memory to another conversation's question
+    lengths: list[int]  # characters of each stored memory text
+    length_tokens: list[int]
+
+
+_ANSWER_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_ANSWER_STOPWORD_TEXT = """a an the of in on at to for and or but is are was were be been it its this that
+with by from as he she they his her their them him we our you your i my me"""
+_ANSWER_STOPWORDS = frozenset(_ANSWER_STOPWORD_TEXT.split())
+
+
+def _answer_words(text: str) -> set[str]:
+    return {w.lower() for w in _ANSWER_WORD.findall(text)} - _ANSWER_STOPWORDS
+
+
+def answered(answer: str, text: str) -> bool:
+    """Answer recall (issue 20): at least half of the answer's content words are in ``text``."""
+    wanted = _answer_words(str(answer))
+    if not wanted:
+        return False
+    return 2 * len(wanted & _answer_words(text)) >= len(wanted)
+
+
+def _raw_within(hits: Sequence[vectors_base.Hit], texts: dict[str, str], budget: int) -> str:
+    """The raw turns nearest first while their tokens fit ``budget`` (the memories' cost)."""
+    taken: list[str] = []
+    left = budget
+    for hit in hits:
+        text = texts.get(hit.id, "")
+        cost = tokens.estimate_tokens(text)
+        if cost <= left:
+            taken.append(text)
+            left -= cost
+    return " ".join(taken)
+
+
 async def part_one(
     dsn: str, names: Sequence[str], workdir: Path, embedder: local.LocalEmbedder
-) -> list[Recall]:
+) -> tuple[list[Recall], Calibration]:
     ours, baseline = Recall("ECHO memories (windows 5+2)"), Recall("baseline: every raw turn")
+    floors: dict[float, Floor] = {}
+    helpful_scores: list[float] = []
+    best_scores: list[float] = []
+    lengths: list[int] = []
+    length_tokens: list[int] = []
+    foreign: list[tuple[str, qdrant.QdrantVectorStore, Runtime]] = []
     valves = valves_module.MemoryValves()
     settings = Settings(data_dir=workdir, llm_provider="offline")
     dimension = await embedder.probe()
@@ -178,12 +246,42 @@ async def part_one(
             )
             questions = [q for q in transcript.questions if q.category in CATEGORIES and q.evidence]
             question_vectors = await embedder.embed([q.text for q in questions])
+            raw_texts = {m["id"]: text for m, text in zip(recorded, texts, strict=True)}
             for question, vector in zip(questions, question_vectors, strict=True):
                 evidence = set(question.evidence)
-                hits = await vectors.search(vectors_base.Kind.MEMORY, vector, user_id=user, limit=TOP_K)
-                ours.hits += any(covered.get(hit.id, set()) & evidence for hit in hits)
-                raw_hits = await raw.search(vectors_base.Kind.MEMORY, vector, user_id=user, limit=TOP_K)
-                baseline.hits += any(set(hit.payload["sources"]) & evidence for hit in raw_hits)
+                hits = await vectors.search(
+                    vectors_base.Kind.MEMORY, vector, user_id=user, limit=memory_filter.RECALL_CANDIDATES
+                )
+                ours.hits += any(covered.get(hit.id, set()) & evidence for hit in hits[:TOP_K])
+                raw_hits = await raw.search(vectors_base.Kind.MEMORY, vector, user_id=user, limit=100)
+                baseline.hits += any(set(hit.payload["sources"]) & evidence for hit in raw_hits[:TOP_K])
+                candidates = [recall.candidate(hit.id, hit.score, hit.payload) for hit in hits]
+                for floor in FLOORS:
+                    chosen = recall.select(
+                        recall.rank(candidates, min_similarity=floor),
+                        budget_tokens=valves.RECALL_MAX_TOKENS,
+                        limit=valves.RECALL_TOP_K,
+                        counter=tokens.estimate_tokens,
+                    )
+                    found = floors.setdefault(floor, Floor(floor))
+                    found.questions += 1
+                    found.injected += bool(chosen)
+                    text = " ".join(c.summary for c in chosen)
+                    cost = sum(tokens.estimate_tokens(c.summary) for c in chosen)
+                    found.tokens += cost
+                    found.answered += answered(question.answer, text)
+                    helpful = [c for c in chosen if answered(question.answer, c.summary)]
+                    found.helpful += len(helpful)
+                    found.items += len(chosen)
+                    found.raw_answered += answered(question.answer, _raw_within(raw_hits, raw_texts, cost))
+                for hit in hits:  # the calibration: the similarity of memories that hold the answer
+                    if answered(question.answer, str(hit.payload.get("summary") or "")):
+                        helpful_scores.append(hit.score)
+                if hits:
+                    best_scores.append(hits[0].score)
+            lengths.extend(len(row.memory.summary) for row in rows)
+            length_tokens.extend(tokens.estimate_tokens(row.memory.summary) for row in rows)
+            foreign.append((user, vectors, runtime))
             for method, items in ((ours, len(rows)), (baseline, len(recorded))):
                 method.items += items
                 method.turns += len(recorded)
@@ -196,8 +294,28 @@ async def part_one(
                 f" ingest {ingest:.1f} s"
             )
             await raw.aclose()
-            await vectors.aclose()
-    return [ours, baseline]
+    # Questions asked of another conversation's memories: nothing there can help, so what the
+    # floor lets through is noise (the floor's other side).
+    noise_scores: list[float] = []
+    for index, (user, vectors, _runtime) in enumerate(foreign):
+        other = names[(index + 1) % len(names)]
+        if len(names) < 2:
+            break
+        [transcript] = transcripts.parse(json.loads((LOCOMO / f"{other}.json").read_text()), other)
+        asked = [q.text for q in transcript.questions if q.category in CATEGORIES][:100]
+        for vector in await embedder.embed(asked):
+            hits = await vectors.search(vectors_base.Kind.MEMORY, vector, user_id=user, limit=1)
+            noise_scores.extend(hit.score for hit in hits)
+    for _user, vectors, _runtime in foreign:
+        await vectors.aclose()
+    return [ours, baseline], Calibration(
+        sorted(floors.values(), key=lambda f: f.floor),
+        helpful_scores,
+        best_scores,
+        noise_scores,
+        lengths,
+        length_tokens,
+    )
 
 
 # -- part 2 -------------------------------------------------------------------------------------
@@ -425,6 +543,47 @@ def _clean_tokens(messages: list[dict[str, Any]]) -> int:
 # -- main ---------------------------------------------------------------------------------------
 
 
+def _share_at_least(scores: Sequence[float], floor: float) -> str:
+    return f"{sum(s >= floor for s in scores) / len(scores):.1%}" if scores else "-"
+
+
+def print_calibration(calibration: Calibration) -> None:
+    valves = valves_module.MemoryValves()
+    lengths, length_tokens = calibration.lengths, calibration.length_tokens
+    if lengths:
+        print(
+            f"\nMemory texts: {len(lengths)}, {statistics.mean(lengths):.0f} characters on average"
+            f" (median {statistics.median(lengths):.0f}), {statistics.mean(length_tokens):.1f} tokens"
+        )
+    print(
+        f"\nAnswer recall of the recalled block (RECALL_MAX_TOKENS {valves.RECALL_MAX_TOKENS},"
+        f" RECALL_TOP_K {valves.RECALL_TOP_K}) by floor on cosine, against raw turns at the same tokens;"
+        " helpful kept: memories holding their question's answer at or above the floor;"
+        " noise let in: another conversation's questions whose nearest memory is at or above it"
+    )
+    print(
+        "| floor | answer recall | raw turns, same tokens | questions with a block | memories per block"
+        " | share helpful | tokens per block | helpful kept | noise let in |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for row in calibration.floors:
+        n = max(1, row.questions)
+        print(
+            f"| {row.floor:.2f} | {row.answered / n:.1%} | {row.raw_answered / n:.1%}"
+            f" | {row.injected / n:.1%}"
+            f" | {row.items / n:.2f} | {row.helpful / max(1, row.items):.1%} | {row.tokens / n:.0f}"
+            f" | {_share_at_least(calibration.helpful_scores, row.floor)}"
+            f" | {_share_at_least(calibration.noise_scores, row.floor)} |"
+        )
+    helpful = sorted(calibration.helpful_scores)
+    if helpful:
+        tenth = helpful[len(helpful) // 10]
+        print(
+            f"(10th percentile of helpful memories' cosine: {tenth:.3f};"
+            f" in force: {valves.RECALL_MIN_SIMILARITY})"
+        )
+
+
 async def print_part_three(dsn: str, workdir: Path, jobs: int) -> None:
     print(f"\nPart 3: {jobs} windows, fake Gemini at 200 ms per call, `echoctl worker --concurrency 1`")
     print(f"({os.cpu_count()} cores here; the bench, PostgreSQL and every worker share them)")
@@ -450,7 +609,8 @@ async def main(args: argparse.Namespace) -> None:
                 f"Part 1: LoCoMo {', '.join(names)} through echo_memory"
                 " (offline provider, MiniLM, Qdrant local)"
             )
-            recall_rows = await part_one(dsn, names, workdir, embedder)
+            recall_rows, calibration = await part_one(dsn, names, workdir, embedder)
+            print_calibration(calibration)
             print()
             print(
                 f"| method | items stored | turns | items per turn | evidence recall@{TOP_K} (QA cat. 1–4) |"
@@ -467,6 +627,9 @@ async def main(args: argparse.Namespace) -> None:
                 f"recall {ours_rate:.1%} vs {base_rate:.1%} (goal: above)"
             )
 
+            if args.recall_only:
+                await embedder.aclose()
+                return
             p50, p99, count = await part_two(dsn, workdir, embedder, args.requests)
             print(
                 f"\nPart 2: echo_memory inlet (embed + search + rank + render), in-process, {count} memories"
@@ -493,4 +656,5 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=48)
     parser.add_argument("--skip-processes", action="store_true")
+    parser.add_argument("--recall-only", action="store_true", help="part 1 only (recall and the floor)")
     asyncio.run(main(parser.parse_args()))

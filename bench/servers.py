@@ -8,9 +8,10 @@ import time
 
 import httpx
 
-__all__ = ["FLOOR_APP", "free_port", "percentile", "start"]
+__all__ = ["FLOOR_APP", "FLOOR_MSGSPEC_APP", "free_port", "percentile", "start"]
 
-# The floor: a FastAPI endpoint that answers a hook's body unchanged, run as `python -c`.
+# The floor: a FastAPI endpoint that answers a hook's body unchanged (the per-filter and the combined
+# paths alike), run as `python -c`; FastAPI's own JSON (the standard library's `json`).
 FLOOR_APP = """
 import uvicorn
 from fastapi import FastAPI, Request
@@ -21,6 +22,33 @@ app = FastAPI()
 @app.post("/{hook_id}/filter/{phase}")
 async def echo_body(hook_id: str, phase: str, request: Request) -> JSONResponse:
     return JSONResponse((await request.json())["body"])
+
+@app.post("/hooks/{phase}")
+async def echo_combined(phase: str, request: Request) -> JSONResponse:
+    return JSONResponse((await request.json())["body"])
+
+uvicorn.run(app, host="127.0.0.1", port={port}, log_level="warning", access_log=False)
+"""
+
+# The same floor reading and writing JSON with msgspec, as echo-hooks does: what is left over it is
+# echo-hooks' own work (edge, checks, filters), not JSON.
+FLOOR_MSGSPEC_APP = """
+import msgspec
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+app = FastAPI()
+
+@app.post("/{hook_id}/filter/{phase}")
+async def echo_body(hook_id: str, phase: str, request: Request) -> Response:
+    body = msgspec.json.decode(await request.body())["body"]
+    return Response(msgspec.json.encode(body), media_type="application/json")
+
+@app.post("/hooks/{phase}")
+async def echo_combined(phase: str, request: Request) -> Response:
+    body = msgspec.json.decode(await request.body())["body"]
+    return Response(msgspec.json.encode(body), media_type="application/json")
 
 uvicorn.run(app, host="127.0.0.1", port={port}, log_level="warning", access_log=False)
 """

@@ -1,7 +1,8 @@
 """`make openwebui-live`'s check of Open WebUI running its own tool for `echo.<model>` (the rich shadow).
 
 The web UI's chat flow, as Open WebUI 0.12.4's web UI sends it (`../shared/notes/openwebui.md`): a user
-Tool `weather`, native function calling, two turns. The fake model calls `get_weather` with a thought
+Tool `weather`, Open WebUI's default function calling mode (native: no `params.function_calling` in the
+request), two turns. The fake model calls `get_weather` with a thought
 signature; Open WebUI runs the tool and calls the pipe again with the call but without the signature
 (the fake refuses a follow-up without it, as Gemini does), so the answer only arrives when the rich
 shadow put it back. The second turn is rebuilt by Open WebUI from its database: the call, its result
@@ -64,7 +65,6 @@ def _turn(http: httpx.Client, question: str, chat_id: str | None, parent: str | 
         "model": MODEL,
         "stream": True,
         "tool_ids": ["weather"],
-        "params": {"function_calling": "native"},
         "messages": [{"role": "user", "content": question}],
         "session_id": "live-pipe-tools",
         "id": assistant,

@@ -99,12 +99,26 @@ _MINILM = (
 )
 
 
+# Modules whose module-scoped fixtures or per-process caches are dear (the Infinity server, helm's
+# renders, promtool, the fake servers): each runs on one worker, which builds them once, instead of
+# `--dist loadgroup` spreading its tests over every worker and each building its own.
+_ONE_WORKER = (
+    "tests/contract/test_infinity.py",
+    "tests/integration/test_chart.py",
+    "tests/integration/test_dashboards.py",
+    "tests/integration/test_embeddings_http.py",
+    "tests/integration/test_llm_openai.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
         if item.nodeid.startswith(_MINILM):
             item.add_marker(pytest.mark.xdist_group("minilm"))
+        elif item.nodeid.startswith(_ONE_WORKER):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 @pytest.fixture(autouse=True)

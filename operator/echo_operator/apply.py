@@ -4,9 +4,11 @@ Children are rendered for current Kubernetes; `for_cluster` maps them onto an ol
 Helm charts do with `.Capabilities`: a PodDisruptionBudget goes out as policy/v1beta1 before 1.21
 and an HPA as autoscaling/v2beta2 before 1.23 (same fields for what the operator renders), and a
 StatefulSet without its PVC retention policy before 1.23 (there, a server-side apply naming it is
-a 500 "field not declared in schema"). `unlabelled_namespaces` names what a NetworkPolicy selects by
-the `kubernetes.io/metadata.name` label on a server before 1.21, which does not set that label (the
-handlers warn: label those namespaces by hand). `cluster_of` asks the server (through `kube.Kube`,
+a 500 "field not declared in schema"), and a Job without its pod failure policy before 1.26 (beta
+and on by default from 1.26; without it the Job retries every failure up to its backoffLimit).
+`unlabelled_namespaces` names what a NetworkPolicy selects by the `kubernetes.io/metadata.name`
+label on a server before 1.21, which does not set that label (the handlers warn: label those
+namespaces by hand). `cluster_of` asks the server (through `kube.Kube`,
 the operator's one API client) what it offers.
 """
 
@@ -26,6 +28,7 @@ __all__ = [
     "OLDER_APIS",
     "OPTIONAL_APIS",
     "PLURALS",
+    "POD_FAILURE_POLICY_MINOR",
     "PVC_RETENTION_MINOR",
     "ChildRejected",
     "Cluster",
@@ -48,6 +51,8 @@ DISCOVERED_APIS = OPTIONAL_APIS | OLDER_APIS.keys() | frozenset(OLDER_APIS.value
 """The APIs whose presence the operator asks the server about; every other one is always served."""
 PVC_RETENTION_MINOR = 23
 """StatefulSet.spec.persistentVolumeClaimRetentionPolicy is in the API from Kubernetes 1.23."""
+POD_FAILURE_POLICY_MINOR = 26
+"""Job.spec.podFailurePolicy is served (beta, on by default) from Kubernetes 1.26."""
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 NAMESPACE_NAME_LABEL_MINOR = 21
 """The API server labels every namespace with its name (NAMESPACE_NAME_LABEL) from Kubernetes 1.21."""
@@ -91,11 +96,14 @@ def for_cluster(manifest: Mapping[str, Any], cluster: Cluster) -> dict[str, Any]
         return None
     out = {**manifest, "apiVersion": api_version}
     if manifest["kind"] == "StatefulSet" and cluster.minor < PVC_RETENTION_MINOR:
-        spec = manifest["spec"]
-        out["spec"] = {
-            key: value for key, value in spec.items() if key != "persistentVolumeClaimRetentionPolicy"
-        }
+        out["spec"] = _without(manifest["spec"], "persistentVolumeClaimRetentionPolicy")
+    if manifest["kind"] == "Job" and cluster.minor < POD_FAILURE_POLICY_MINOR:
+        out["spec"] = _without(manifest["spec"], "podFailurePolicy")
     return out
+
+
+def _without(spec: Mapping[str, Any], field: str) -> dict[str, Any]:
+    return {key: value for key, value in spec.items() if key != field}
 
 
 def unlabelled_namespaces(manifest: Mapping[str, Any], cluster: Cluster) -> list[str]:
@@ -103,6 +111,8 @@ def unlabelled_namespaces(manifest: Mapping[str, Any], cluster: Cluster) -> list
     label: they match nothing until someone labels them."""
     if manifest["kind"] != "NetworkPolicy" or cluster.minor >= NAMESPACE_NAME_LABEL_MINOR:
         return []
-    peers = [peer for rule in manifest["spec"].get("ingress") or () for peer in rule.get("from") or ()]
+    spec = manifest["spec"]
+    peers = [peer for rule in spec.get("ingress") or () for peer in rule.get("from") or ()]
+    peers += [peer for rule in spec.get("egress") or () for peer in rule.get("to") or ()]
     labels = [((peer.get("namespaceSelector") or {}).get("matchLabels") or {}) for peer in peers]
     return sorted({selected[NAMESPACE_NAME_LABEL] for selected in labels if NAMESPACE_NAME_LABEL in selected})

@@ -9,7 +9,7 @@ from typing import Any
 
 import kopf
 
-from echo_operator import apply, metrics, render, render_config, status
+from echo_operator import apply, metrics, render, render_config, render_openwebui, status
 from echo_operator import spec as spec_module
 from echo_operator import tenant as tenant_module
 from echo_operator.kube import ApiError, Kube
@@ -19,6 +19,7 @@ __all__ = [
     "STATUS_ATTEMPTS",
     "ensure_api_key",
     "now",
+    "observe_connection",
     "observe_tenant",
     "prune",
     "refresh_status",
@@ -145,6 +146,20 @@ async def observe_tenant(kube: Kube, tenant: Tenant) -> dict[str, status.Observa
     return out
 
 
+async def observe_connection(kube: Kube, tenant: Tenant) -> status.Connection | None:
+    """The connect Job's outcome (None when the spec asks for no connect); its pods are read too, for
+    connect's exit code and for why one cannot start (a missing Secret, an image that does not pull)."""
+    name = render_openwebui.job_name(tenant)
+    if name is None:
+        return None
+    job = await kube.get("batch/v1", "Job", tenant.namespace, name)
+    pods: list[dict[str, Any]] = []
+    if job is not None:
+        # job-name: the label the Job controller puts on its pods, on every Kubernetes version
+        pods = await kube.list("v1", "Pod", tenant.namespace, {"job-name": name})
+    return status.connection(tenant, name, job, pods)
+
+
 STATUS_ATTEMPTS = 5
 """Reads and writes of one status refresh before a run of conflicts is left to the next event
 (client-go's RetryOnConflict makes 5 too)."""
@@ -209,6 +224,7 @@ async def _refresh_once(kube: Kube, namespace: str, name: str) -> bool:
         generation=old.get("observedGeneration"),
         previous=previous,
         now=now(),
+        connected=await observe_connection(kube, tenant),
     )
     new = status.keep_blocked_ready(new, previous)
     if all(old.get(key) == value for key, value in new.items()):

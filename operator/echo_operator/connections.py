@@ -11,7 +11,16 @@ from pydantic import Field, model_validator
 from echo_operator import shapes
 from echo_operator.shapes import HTTP_URL, Rule, Section, check, section_config
 
-__all__ = ["Database", "Llm", "Monitoring", "NetworkPolicy", "OpenWebUI", "OpenWebUIPods"]
+__all__ = [
+    "Database",
+    "Llm",
+    "Monitoring",
+    "NetworkPolicy",
+    "OpenWebUI",
+    "OpenWebUIAdminKeyRef",
+    "OpenWebUIConnect",
+    "OpenWebUIPods",
+]
 
 LLM_KEY_REQUIRED = Rule(
     "self.provider != 'gemini' || has(self.apiKeySecretRef)",
@@ -23,6 +32,10 @@ LLM_OPENAI_URL = Rule(
 )
 OPENWEBUI_KEY_NEEDS_URL = Rule(
     "!has(self.apiKeySecretRef) || has(self.url)", "openwebui.apiKeySecretRef needs openwebui.url"
+)
+OPENWEBUI_CONNECT_NEEDS_URL = Rule(
+    "!has(self.connect) || has(self.url)",
+    "openwebui.connect needs openwebui.url (the Open WebUI the connect Job installs ECHO in)",
 )
 
 
@@ -55,17 +68,46 @@ class Llm(Section):
         return self
 
 
+class OpenWebUIAdminKeyRef(shapes.SecretKeyRef):
+    """The Secret key holding an Open WebUI admin's API key (sk-…; Open WebUI needs ENABLE_API_KEYS=true)."""
+
+    key: str = Field("admin-key", min_length=1, max_length=253, description="Key in the Secret.")
+
+
+class OpenWebUIConnect(Section):
+    """`echoctl openwebui connect` run by the operator as a Job: ECHO's Function and tool server
+    installed in Open WebUI through its admin API, again whenever these settings change."""
+
+    admin_key_secret_ref: OpenWebUIAdminKeyRef = Field(
+        description="Secret key of an Open WebUI admin's API key (the Job's ECHO_OPENWEBUI_API_KEY, never "
+        "in a log)."
+    )
+    echo_url: str | None = Field(
+        None,
+        pattern=HTTP_URL,
+        description="echo-hooks as Open WebUI reaches it (the Function's ECHO_URL, the tool server's URL); "
+        "default the hooks Service, http://<name>-hooks.<namespace>.svc:9099.",
+    )
+    timeout_seconds: int = Field(10, ge=1, le=300, description="Seconds per call to Open WebUI.")
+
+
 class OpenWebUI(Section):
-    """Open WebUI's files API, read to fetch attachments."""
+    """Open WebUI: its files API, read to fetch attachments, and `connect`, ECHO installed in it."""
 
-    model_config = section_config(OPENWEBUI_KEY_NEEDS_URL)
+    model_config = section_config(OPENWEBUI_KEY_NEEDS_URL, OPENWEBUI_CONNECT_NEEDS_URL)
 
-    url: str | None = Field(None, pattern=HTTP_URL, description="Open WebUI base URL.")
+    url: str | None = Field(None, pattern=HTTP_URL, description="Open WebUI base URL, as pods reach it.")
     api_key_secret_ref: shapes.SecretKeyRef | None = Field(None, description="Secret key of an API key.")
+    connect: OpenWebUIConnect | None = Field(
+        None,
+        description="Install ECHO in this Open WebUI (a Job running `echoctl openwebui connect`; status "
+        "condition OpenWebUIConnected).",
+    )
 
     @model_validator(mode="after")
     def _rules(self) -> OpenWebUI:
         check(self.api_key_secret_ref is None or self.url is not None, OPENWEBUI_KEY_NEEDS_URL)
+        check(self.connect is None or self.url is not None, OPENWEBUI_CONNECT_NEEDS_URL)
         return self
 
 

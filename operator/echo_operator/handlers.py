@@ -14,6 +14,7 @@ import kopf
 from echo_operator import apply, children, crd, metrics, modes, status
 from echo_operator import settings as settings_module
 from echo_operator import spec as spec_module
+from echo_operator import status as status_module  # `status` is also kopf's keyword argument
 from echo_operator import tenant as tenant_module
 from echo_operator.kube import Kube
 from echo_operator.tenant import Tenant
@@ -86,9 +87,15 @@ async def reconcile(
         if pruned:
             logger.info("pruned " + ", ".join(f"{kind} {child}" for _, kind, child in pruned))
         observations = await children.observe_tenant(kube, tenant)
+        connected = await children.observe_connection(kube, tenant)
         patch.status.update(
             status.build_status(
-                tenant, observations, generation=generation, previous=previous, now=children.now()
+                tenant,
+                observations,
+                generation=generation,
+                previous=previous,
+                now=children.now(),
+                connected=connected,
             )
         )
 
@@ -114,8 +121,9 @@ async def delete(name: str, namespace: str, memo: kopf.Memo, logger: Any, **_: A
 async def child_event(
     namespace: str, labels: Any, memo: kopf.Memo, logger: Any, type: str | None = None, **_: Any
 ) -> None:
-    """A Deployment or StatefulSet of ours changed: refresh its EchoDeployment's conditions; one deleted
-    by hand is applied again at once (the drift timer would take up to its interval)."""
+    """A Deployment, StatefulSet or Job of ours changed: refresh its EchoDeployment's conditions; one
+    deleted by hand is applied again at once (the drift timer would take up to its interval), so
+    deleting the connect Job runs connect again."""
     kube = memo.get("kube")
     if kube is None:
         return
@@ -128,10 +136,16 @@ async def child_event(
 
 
 def not_ready(status: Any, **_: Any) -> bool:
-    """A tenant whose Ready is not True: its pods may change (an image pull failing, a crash loop)
-    without any event on the Deployments and StatefulSets the operator watches."""
-    conditions = (status or {}).get("conditions") or []
-    return not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    """A tenant whose Ready is not True, or whose connect Job has not settled: its pods may change (an
+    image pull failing, a crash loop, a Secret created at last) without any event on the
+    Deployments, StatefulSets and Jobs the operator watches."""
+    conditions = {c.get("type"): c for c in (status or {}).get("conditions") or []}
+    if (conditions.get("Ready") or {}).get("status") != "True":
+        return True
+    connect = conditions.get(status_module.OPENWEBUI_CONDITION)
+    return connect is not None and not (
+        connect.get("status") == "True" or connect.get("reason") in status_module.SETTLED_CONNECT_REASONS
+    )
 
 
 async def refresh(name: str, namespace: str, memo: kopf.Memo, **_: Any) -> None:
@@ -170,8 +184,8 @@ def build_registry(*, drift_seconds: float = 300.0) -> kopf.OperatorRegistry:
         tenant_module.MANAGED_BY: tenant_module.OPERATOR,
         tenant_module.INSTANCE: kopf.PRESENT,
     }
-    for plural in ("deployments", "statefulsets"):
-        kopf.on.event("apps", "v1", plural, id=f"{plural}-status", labels=owned, registry=registry)(
+    for group, plural in (("apps", "deployments"), ("apps", "statefulsets"), ("batch", "jobs")):
+        kopf.on.event(group, "v1", plural, id=f"{plural}-status", labels=owned, registry=registry)(
             child_event  # type: ignore[arg-type]
         )
     return registry

@@ -44,6 +44,7 @@ PLURALS: dict[tuple[str, str], str] = {
     ("networking.k8s.io/v1", "NetworkPolicy"): "networkpolicies",
     ("monitoring.coreos.com/v1", "ServiceMonitor"): "servicemonitors",
     ("keda.sh/v1alpha1", "ScaledObject"): "scaledobjects",
+    ("batch/v1", "Job"): "jobs",  # the Open WebUI connect Job (render_openwebui)
     ("echo.dev/v1alpha1", "EchoDeployment"): "echodeployments",
     ("v1", "Pod"): "pods",  # read only: why a workload is not ready (status.pod_problem)
 }

@@ -118,7 +118,9 @@ class Hooks(Section):
     replicas: int = Field(2, ge=1, le=100, description="Replicas (without autoscaling).")
     image: str | None = Field(None, description="Full image reference; default images.echo.")
     resources: shapes.Resources | None = Field(
-        None, description="Default: 500m/384Mi, limit 1Gi (bench/load.py: about 40 ms of CPU per turn)."
+        None,
+        description="Default: 250m/384Mi, limit 1Gi (bench/hooks_latency.py: about 16 ms of CPU per turn over"
+        " the Function, the recall's embedding and search apart).",
     )
     autoscaling: HooksAutoscaling = Field(default_factory=HooksAutoscaling, json_schema_extra={"default": {}})
     pod_disruption_budget: PodDisruptionBudget = Field(

@@ -17,6 +17,7 @@ from echo_operator import (
     render_hooks,
     render_monitoring,
     render_network,
+    render_openwebui,
     render_qdrant,
     render_standalone,
 )
@@ -43,6 +44,7 @@ def render_tenant(tenant: Tenant, *, dashboards: Mapping[str, str] | None = None
     return [
         *render_config.render_config(tenant),
         *workloads,
+        *render_openwebui.render_openwebui(tenant),
         *render_network.render_network(tenant),
         *render_monitoring.render_monitoring(tenant, dashboards or {}),
     ]

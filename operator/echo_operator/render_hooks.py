@@ -16,7 +16,7 @@ __all__ = ["PRE_STOP_SECONDS", "key_env", "pre_stop", "probe", "render_hooks", "
 Manifest = dict[str, Any]
 COMPONENT = "hooks"
 PRE_STOP_SECONDS = 5
-DEFAULT_RESOURCES = {"requests": {"cpu": "500m", "memory": "384Mi"}, "limits": {"memory": "1Gi"}}
+DEFAULT_RESOURCES = {"requests": {"cpu": "250m", "memory": "384Mi"}, "limits": {"memory": "1Gi"}}
 
 
 def probe(path: str, period: int, failures: int, *, timeout: int = 2) -> Manifest:

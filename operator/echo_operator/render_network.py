@@ -4,13 +4,17 @@ Ingress to every tenant pod is allowed from the tenant's own pods; echo-hooks is
 :9099 to Open WebUI's pods (`networkPolicy.openwebui`) and to `networkPolicy.hooksFrom` (neither
 set: anyone, since Open WebUI may run anywhere); with ServiceMonitors on, the Prometheus namespace
 may scrape the metrics ports (:9099 among them). Egress stays open
-(the LLM API, PostgreSQL and an external Qdrant or embedding server live outside).
+(the LLM API, PostgreSQL and an external Qdrant or embedding server live outside), except for the
+pods of the Open WebUI connect Job (`openwebui.connect`) when Open WebUI's pods are known
+(`networkPolicy.openwebui`): those may reach DNS and Open WebUI's pods only, on any port (a Service's
+port is translated to its pods' before the policy applies, and the operator knows only the URL).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from echo_operator import render_openwebui
 from echo_operator.connections import OpenWebUIPods
 from echo_operator.tenant import (
     EMBEDDING_PORT,
@@ -52,6 +56,21 @@ def _openwebui_peer(pods: OpenWebUIPods) -> Manifest:
     return peer
 
 
+def _connect_egress(tenant: Tenant, pods: OpenWebUIPods) -> Manifest:
+    """The connect Job's pods may reach DNS (any resolver: kube-dns, NodeLocal DNS) and Open WebUI."""
+    dns = {"ports": [{"protocol": "UDP", "port": 53}, *_tcp(53)]}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": tenant.metadata(tenant.child(render_openwebui.COMPONENT), COMPONENT),
+        "spec": {
+            "podSelector": {"matchLabels": tenant.selector(render_openwebui.COMPONENT)},
+            "policyTypes": ["Egress"],
+            "egress": [dns, {"to": [_openwebui_peer(pods)]}],
+        },
+    }
+
+
 def render_network(tenant: Tenant) -> list[Manifest]:
     policy = tenant.spec.network_policy
     if not policy.enabled:
@@ -75,4 +94,6 @@ def render_network(tenant: Tenant) -> list[Manifest]:
             "ports": _tcp(HOOKS_PORT, WORKER_METRICS_PORT, EMBEDDING_PORT, QDRANT_HTTP_PORT),
         }
         out.append(_policy(tenant, "metrics", own, [scrape]))
+    if policy.openwebui is not None and render_openwebui.connect_job(tenant) is not None:
+        out.append(_connect_egress(tenant, policy.openwebui))
     return out

@@ -191,7 +191,9 @@ class EchoDeploymentSpec(Section):
     model_thresholds: ModelThresholdsSource = Field(
         default_factory=ModelThresholdsSource, json_schema_extra={"default": {}}
     )
-    openwebui: connections.OpenWebUI | None = Field(None, description="Open WebUI's files API.")
+    openwebui: connections.OpenWebUI | None = Field(
+        None, description="Open WebUI: its files API, and ECHO installed in it (connect)."
+    )
     monitoring: connections.Monitoring = Field(
         default_factory=connections.Monitoring, json_schema_extra={"default": {}}
     )

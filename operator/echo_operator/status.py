@@ -5,6 +5,12 @@ a standalone tenant has one, `StandaloneReady`) and a summary `Ready`; a conditi
 lastTransitionTime while its status is unchanged, and the conditions of the other mode go when a
 tenant switches. An external embedding server or Qdrant counts as ready with reason `External`.
 The Ready message names the fields the tenant's mode ignores (`modes.ignored`).
+
+With `spec.openwebui.connect`, `OpenWebUIConnected` reports the connect Job (`render_openwebui`):
+True once it completed, False when it failed (the reason from connect's exit code: something
+missing in Open WebUI, a call that failed, or the Job's own reason) or when its pod cannot start
+(the kubelet's reason, e.g. a missing Secret), Unknown while it runs. Ready does not include it: the
+tenant serves whether or not Open WebUI has been connected for it.
 """
 
 from __future__ import annotations
@@ -13,16 +19,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from echo_operator import modes
+from echo_operator import modes, render_openwebui
 from echo_operator.tenant import Tenant
 
 __all__ = [
     "BLOCKING_REASONS",
     "COMPONENT_CONDITIONS",
+    "JOB_FAILED",
+    "OPENWEBUI_CONDITION",
+    "SETTLED_CONNECT_REASONS",
     "STANDALONE_CONDITIONS",
+    "Connection",
     "Observation",
     "Workload",
     "build_status",
+    "connection",
     "invalid_status",
     "keep_blocked_ready",
     "merge_conditions",
@@ -34,6 +45,21 @@ COMPONENT_CONDITIONS = ("HooksReady", "DistillerReady", "EmbeddingReady", "Qdran
 STANDALONE_CONDITIONS = ("StandaloneReady",)
 BLOCKING_REASONS = frozenset({"InvalidSpec", "ChildRejected"})
 """Reasons of a Ready=False that only a change of the spec can clear."""
+OPENWEBUI_CONDITION = "OpenWebUIConnected"
+EXIT_REASONS = {
+    1: (
+        "SomethingMissing",
+        "connect ran, but something ECHO needs is missing in Open WebUI (native function calling, or "
+        "Open WebUI cannot reach the ECHO URL)",
+    ),
+    2: ("UsageError", "echoctl refused its arguments (the image's echoctl may be older than the operator)"),
+    3: ("OpenWebUICallFailed", "a call to Open WebUI failed (unreachable, or the admin key refused)"),
+}
+"""`echoctl openwebui connect`'s exit codes -> the condition's reason and what it means."""
+JOB_FAILED = "JobFailed"
+"""The reason of a failed connect Job whose exit code is unknown (its pods gone, or the deadline)."""
+SETTLED_CONNECT_REASONS = frozenset({*(reason for reason, _ in EXIT_REASONS.values()), JOB_FAILED})
+"""Reasons of an OpenWebUIConnected=False that stays until the Job is deleted or the spec changes."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +142,58 @@ def observe(
     return Observation(False, "Unavailable", f"{ready}/{desired} replicas ready")
 
 
+@dataclass(frozen=True)
+class Connection:
+    """The connect Job's outcome: connected True, False, or None (not known yet: Unknown)."""
+
+    connected: bool | None
+    reason: str
+    message: str
+
+
+def _true_condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for condition in (obj.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return condition
+    return None
+
+
+def _last_exit_code(pods: Sequence[Mapping[str, Any]]) -> int | None:
+    """The exit code of the connect container that finished last."""
+    ended = []
+    for pod in pods:
+        for container in (pod.get("status") or {}).get("containerStatuses") or ():
+            terminated = (container.get("state") or {}).get("terminated") or {}
+            if container.get("name") == render_openwebui.CONTAINER and "exitCode" in terminated:
+                ended.append((str(terminated.get("finishedAt") or ""), int(terminated["exitCode"])))
+    return max(ended)[1] if ended else None
+
+
+def connection(
+    tenant: Tenant, name: str, job: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]] = ()
+) -> Connection:
+    """`OpenWebUIConnected` from connect Job `name` (None: not there) and its pods."""
+    if job is None:
+        return Connection(None, "Pending", f"Job {name} does not exist yet")
+    logs = f"kubectl -n {tenant.namespace} logs job/{name}"
+    if _true_condition(job, "Complete") is not None:
+        return Connection(True, "Connected", f"Job {name} installed ECHO in Open WebUI ({logs})")
+    failed = _true_condition(job, "Failed")
+    if failed is not None:
+        code = _last_exit_code(pods)
+        said = ": ".join(str(failed[k]) for k in ("reason", "message") if failed.get(k))
+        known = EXIT_REASONS.get(-1 if code is None else code)
+        reason, what = known or (JOB_FAILED, said or "the Job failed")
+        rerun = f"delete the Job to run it again: kubectl -n {tenant.namespace} delete job {name}"
+        return Connection(False, reason, f"Job {name}: {what}; {logs}; {rerun}")
+    problem = pod_problem(pods)
+    if problem is not None:
+        return Connection(False, problem[0], f"Job {name}: {problem[1]}")
+    retries = int((job.get("status") or {}).get("failed") or 0)
+    tried = f" ({retries} failed attempt{'s' * (retries != 1)}, retrying; {logs})" if retries else ""
+    return Connection(None, "Connecting", f"Job {name} is running{tried}")
+
+
 def _condition(
     kind: str, ready: bool | None, reason: str, message: str, generation: int | None, now: str
 ) -> dict[str, Any]:
@@ -153,8 +231,10 @@ def build_status(
     generation: int | None,
     previous: Sequence[Mapping[str, Any]] | None,
     now: str,
+    connected: Connection | None = None,
 ) -> dict[str, Any]:
-    """The status subresource: per-component conditions, the summary Ready, the hooks endpoint."""
+    """The status subresource: per-component conditions, the summary Ready, the hooks endpoint, and
+    `OpenWebUIConnected` when the spec asks for connect (`connected`, not part of Ready)."""
     conditions = [
         _condition(kind, obs.ready, obs.reason, obs.message, generation, now)
         for kind, obs in ((kind, observations[kind]) for kind in workloads(tenant))
@@ -168,6 +248,17 @@ def build_status(
     else:
         message = "every component is ready" + note
         ready = _condition("Ready", True, "AllComponentsReady", message, generation, now)
+    if connected is not None:
+        conditions.append(
+            _condition(
+                OPENWEBUI_CONDITION,
+                connected.connected,
+                connected.reason,
+                connected.message,
+                generation,
+                now,
+            )
+        )
     return {
         "observedGeneration": generation,
         "hooksEndpoint": tenant.hooks_endpoint,

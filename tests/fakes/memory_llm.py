@@ -1,8 +1,9 @@
 """A stand-in model for memory work on the fake Gemini server: `FakeGemini.responder = memory_answer`.
 
-A distillation request gets a valid distillation whose summary is the conversation text itself (so a
-test or a bench can tell which window a memory came from); a merge request gets both memories joined,
-new after old. Deterministic: the same request, the same answer.
+A distillation request gets a valid distillation with one memory per user message of the window, its
+text that message (cut to 30 words), so a test or a bench can tell which window a memory came from;
+a merge request gets both memories joined, new after old. Deterministic: the same request, the same
+answer.
 """
 
 from __future__ import annotations
@@ -30,15 +31,17 @@ def memory_answer(body: dict[str, Any]) -> str:
     if old and new:
         return json.dumps({"summary": f"{old.group(1)} {new.group(1)}"})
     found = _CONVERSATION.search(text)
-    conversation = " ".join((found.group(1) if found else text).split())
-    words = [w.lower() for w in _WORD.findall(conversation)]
-    summary = " ".join(conversation.split()[:900])
-    return json.dumps(
-        {
-            "worth_remembering": True,
-            "summary": summary,
-            "memory_importance": 3,
-            "memory_id": "_".join(words[:3]) or "memory",
-            "tags": [*words[:3], "memory", "chat", "user"][:3],
-        }
-    )
+    conversation = found.group(1) if found else text
+    said = [p.removeprefix("User:").strip() for p in conversation.split("\n\n") if p.startswith("User:")]
+    memories = []
+    for message in said or [conversation]:
+        words = [w.lower() for w in _WORD.findall(message)]
+        memories.append(
+            {
+                "fact": " ".join(message.split()[:30]),
+                "memory_importance": 3,
+                "memory_id": "_".join(words[:3]) or "memory",
+                "tags": [*words[:3], "memory", "chat", "user"][:3],
+            }
+        )
+    return json.dumps({"worth_remembering": True, "memories": memories})

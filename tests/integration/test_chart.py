@@ -45,6 +45,7 @@ EXPECTED_NAMESPACED_RULES = {
     ("", "services"): MANAGE,
     ("apps", "deployments"): MANAGE | {"watch"},
     ("apps", "statefulsets"): MANAGE | {"watch"},
+    ("batch", "jobs"): MANAGE | {"watch"},  # the Open WebUI connect Job, watched for its outcome
     ("policy", "poddisruptionbudgets"): MANAGE,
     ("autoscaling", "horizontalpodautoscalers"): MANAGE,
     ("networking.k8s.io", "networkpolicies"): MANAGE,

@@ -281,12 +281,18 @@ def test_the_body_is_rendered_once_not_once_per_filter(
 ) -> None:
     client, _ = _app(tmp_path)
     rendered: list[Any] = []
-    real = wire.render_json
+    plain, real = wire.render_plain, wire.render_json
+
+    def counting_plain(value: Any) -> bytes:
+        rendered.append(value)
+        return plain(value)
 
     def counting(value: Any) -> bytes:
         rendered.append(value)
         return real(value)
 
+    # a plain body is rendered by msgspec (render_plain), anything else by render_json
+    monkeypatch.setattr(wire, "render_plain", counting_plain)
     monkeypatch.setattr(wire, "render_json", counting)
     client.post("/hooks/inlet", json={"body": inlet_body(), "user": USER})
     assert len([value for value in rendered if isinstance(value, dict)]) == 1

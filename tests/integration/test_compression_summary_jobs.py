@@ -304,3 +304,57 @@ async def test_a_stored_payload_is_validated_once_and_a_malformed_one_is_dead_at
     assert (bad.state, bad.attempts) == (domain.JobState.DEAD, 1)  # never retried
     assert bad.last_error == "PermanentJobError: malformed summary payload: window: positive token budgets"
     assert len(model.requests) == 1  # the malformed job's handler never ran
+
+
+class LongWindedLLM:
+    """Answers every summary request with far more lines than it was asked for."""
+
+    provider_name = "fake"
+
+    def __init__(self) -> None:
+        self.requests: list[llm.LLMRequest] = []
+
+    async def generate(self, request: llm.LLMRequest) -> llm.LLMResult:
+        self.requests.append(request)
+        lines = [f"Line {i}: the user said fact number {i} about project {i} on day {i}." for i in range(400)]
+        return llm.LLMResult(text="\n".join(lines), provider="fake", model="m")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_summary_never_exceeds_its_share_of_the_turns_it_covers(store: Store) -> None:
+    turns = await stored_chat(store, 25)
+    model = LongWindedLLM()
+    wide = budgets.SummaryWindow(input_tokens=50_000, output_tokens=16_000, source="test")
+    run = summary.SummaryHandler(
+        conversations.Conversations(store), lambda: model, max_attempts=3, default_model="m"
+    )
+    messages = chat(25)
+    first = payloads.SummaryPayload.model_validate(
+        {**payloads.SummaryPayload.model_validate(job(turns, 40, 1).payload).model_dump(), "window": wide}
+    )
+    await run(domain.Job(id=1, kind="summary", payload=first.to_payload(), attempts=1), first)
+    covered_first = sum(msgs.message_tokens(m) for m in messages[1:40])
+    [row] = await summaries(store)
+    assert model.requests[0].max_output_tokens == int(0.25 * covered_first)
+    assert msgs.message_tokens({"role": "assistant", "content": row["text"]}) <= 0.25 * covered_first + 4
+    assert row["text"].startswith("Line 0:")  # trimmed from the end, not refused
+
+    second = payloads.SummaryPayload(
+        user_id=USER,
+        head_count=1,
+        start=40,
+        parent=turns.hashes[39],
+        invariants=tuple(link.invariant for link in turns.links[40:46]),
+        covered_hash=turns.hashes[45],
+        previous=turns.hashes[39],
+        model="m",
+        window=wide,
+        max_share=0.2,
+        chat_id=CHAT,
+    )
+    await run(domain.Job(id=2, kind="summary", payload=second.to_payload(), attempts=1), second)
+    covered = covered_first + sum(msgs.message_tokens(m) for m in messages[40:46])
+    assert model.requests[1].max_output_tokens == int(0.2 * covered)  # the first one's turns count too
+    assert [r["covered_count"] for r in await summaries(store)] == [40, 46]

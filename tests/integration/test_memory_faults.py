@@ -193,8 +193,10 @@ async def test_a_stale_point_without_its_row_is_dropped_and_the_window_inserted(
     again = [*FACT, {"role": "user", "content": "Tom's teacher is Mrs Laurent, lessons on Mondays at 5 pm."}]
     await handler(store, embedder, vectors)(await enqueue(store, again))
     ids = {r.memory.id for r in await memories.Memories(store).list("u1")}
+    assert ids
     assert row.memory.id not in ids
-    assert len(ids) == 1
+    points, _ = await vectors.scroll(vectors_base.Kind.MEMORY, user_id="u1")
+    assert {point.id for point in points} == ids  # the stale point is gone, each memory has its own
 
 
 async def test_the_vector_payload_carries_the_seed_fields_and_the_provenance(store: pool.Store) -> None:
@@ -204,7 +206,8 @@ async def test_the_vector_payload_carries_the_seed_fields_and_the_provenance(sto
     [point], _ = await vectors.scroll(vectors_base.Kind.MEMORY, user_id="u1")
     assert point.chat_id == "c1"
     assert {"timestamp", "memory_importance", "memory_id", "tags", "provenance"} <= set(point.payload)
-    assert point.payload["provenance"] == [job.payload["window"]]
+    assert point.payload["provenance"] == [distill.fact_key(job.payload["window"], 0)]
+    assert point.payload["sources"] == [i[:16] for i in job.payload["invariants"]]
 
 
 async def test_a_worker_that_died_between_the_two_writes_is_caught_up_by_the_retry(store: pool.Store) -> None:

@@ -14,13 +14,13 @@ from fakes.gemini_server import FakeGemini
 from fakes.memory_llm import memory_answer
 from fakes.memory_service import MemoryService, memory_service, outlet_body
 
-VALID = {
-    "worth_remembering": True,
-    "summary": "The user, Léa, is a cellist in the Lyon opera orchestra and is preparing the Elgar concerto.",
+FACT = {
+    "fact": "The user, Léa, is a cellist in the Lyon opera orchestra and is preparing the Elgar concerto.",
     "memory_importance": 4,
     "memory_id": "lea_cellist_elgar",
     "tags": ["music", "career", "lyon"],
 }
+VALID = {"worth_remembering": True, "memories": [FACT]}
 WINDOW = [
     {"id": "s", "role": "system", "content": "You are helpful."},
     {
@@ -63,16 +63,18 @@ def distillations(gemini: FakeGemini) -> list[Any]:
 async def test_the_model_answers_the_schema_and_an_invalid_answer_is_repaired_once(
     service: MemoryService, gemini: FakeGemini
 ) -> None:
-    gemini.reply_json({**VALID, "tags": ["only-one"], "memory_importance": 9})
+    gemini.reply_json({**VALID, "memories": [{**FACT, "tags": ["only-one"], "memory_importance": 9}]})
     gemini.reply_json(VALID)
     await service.hook("echo_memory", "outlet", outlet_body(WINDOW), "lea")
     await service.drained()
     [memory] = (await service.admin.get("/memories", params={"user_id": "lea"})).json()["data"]
-    assert memory["summary"] == VALID["summary"]
+    assert memory["summary"] == FACT["fact"]
     assert (memory["memory_id"], memory["memory_importance"]) == ("lea_cellist_elgar", 4)
     first, repair = distillations(gemini)
     assert first.response_mime_type == "application/json"
-    assert set(first.response_schema["properties"]) >= {"summary", "memory_importance", "memory_id", "tags"}
+    assert set(first.response_schema["properties"]) == {"worth_remembering", "memories"}
+    item = first.response_schema["properties"]["memories"]["items"]
+    assert set(item["properties"]) == {"fact", "memory_importance", "memory_id", "tags"}
     assert "User: I play cello in the Lyon opera orchestra" in str(first.body["contents"])
     asked = str(repair.body["contents"])
     assert "Your previous answer was invalid" in asked
@@ -84,20 +86,20 @@ async def test_a_second_invalid_answer_dead_letters_the_job_with_the_raw_text(
     service: MemoryService, gemini: FakeGemini
 ) -> None:
     gemini.reply_text("I would rather not answer in JSON.")
-    gemini.reply_json({**VALID, "summary": 42})
+    gemini.reply_json({**VALID, "memories": [{**FACT, "fact": 42}]})
     await service.hook("echo_memory", "outlet", outlet_body(WINDOW), "mia")
     await service.drained()
     [job] = await service.jobs()
     assert job["state"] == "dead"
     assert "invalid distillation after one repair" in job["last_error"]
-    assert '"summary": 42' in job["last_error"]
+    assert '"fact": 42' in job["last_error"]
     assert (await service.admin.get("/memories", params={"user_id": "mia"})).json()["total"] == 0
 
 
 async def test_the_model_may_say_nothing_is_worth_remembering(
     service: MemoryService, gemini: FakeGemini
 ) -> None:
-    gemini.reply_json({**VALID, "worth_remembering": False})
+    gemini.reply_json({"worth_remembering": False, "memories": []})
     await service.hook("echo_memory", "outlet", outlet_body(WINDOW), "noa")
     await service.drained()
     assert (await service.admin.get("/memories", params={"user_id": "noa"})).json()["total"] == 0

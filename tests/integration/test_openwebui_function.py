@@ -221,6 +221,7 @@ async def test_fixture_inlet_passes_through_all_three_filters(
     echo_filter = make_filter(function_module, hooks_server.url, ECHO_API_KEY=API_KEY, TIMEOUT_SECONDS=10)
     events = Events()
     answer = await echo_filter.inlet(body, __user__=user, __event_emitter__=events)
+    assert answer["metadata"].pop("echo_room_tokens") == 0  # a short chat: nothing freed for memories
     assert without_aec(answer) == original  # echo_context's AEC block is the turn's only addition
     assert body == original  # the caller's body is not mutated either
     (said,) = events.seen  # the attached file is left to Open WebUI, and the user is told why

@@ -555,3 +555,50 @@ async def test_watches_the_server_ends_are_reopened_without_losing_events(
     ]
     assert len(watches) >= 2
     assert {r.params.get("timeoutSeconds") for r in watches} == {"1"}
+
+
+async def test_the_open_webui_connect_job_follows_the_spec_and_reports_its_outcome(
+    emulator: KubeEmulator, operator: OperatorThread
+) -> None:
+    """spec.openwebui.connect: a Job whose name follows what it connects with, the old one pruned,
+    and OpenWebUIConnected from the Job's status (written here as the Job controller would)."""
+    connect = {"url": "http://owui:8080", "connect": {"adminKeySecretRef": {"name": "owui-admin"}}}
+    await create(emulator, {**BASE, "openwebui": connect})
+    await reconciled(emulator)
+    (first,) = names(emulator, "batch/v1/jobs")
+    job = emulator.get("batch/v1/jobs", NS, first)
+    assert job is not None
+    assert job["spec"]["podFailurePolicy"]["rules"][0]["action"] == "FailJob"  # 1.33 serves it
+    assert (job["metadata"]["ownerReferences"][0]["kind"], job["metadata"]["ownerReferences"][0]["name"]) == (
+        "EchoDeployment",
+        "acme",
+    )
+    running = await eventually(lambda: conditions(emulator).get("OpenWebUIConnected"), within=30)
+    assert (running["status"], running["reason"]) == ("Unknown", "Connecting")
+
+    done = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}
+    response = await emulator.patch(
+        f"/apis/batch/v1/namespaces/{NS}/jobs/{first}/status", json={"status": done}
+    )
+    assert response.status == 200
+    connected = await eventually(
+        lambda: (c := conditions(emulator)["OpenWebUIConnected"]) and c["status"] == "True" and c, within=30
+    )
+    assert connected["reason"] == "Connected"
+
+    await patch_spec(emulator, {"openwebui": {"url": "http://owui.other:8080"}})
+    await reconciled(emulator, generation=2)
+    (second,) = await eventually(
+        lambda: (n := names(emulator, "batch/v1/jobs")) != {first} and len(n) == 1 and n, within=30
+    )
+    assert second != first
+    again = await eventually(
+        lambda: (c := conditions(emulator)["OpenWebUIConnected"]) and c["status"] == "Unknown" and c,
+        within=30,
+    )
+    assert second in again["message"]
+
+    await patch_spec(emulator, {"openwebui": {"connect": None}})
+    await reconciled(emulator, generation=3)
+    await eventually(lambda: not names(emulator, "batch/v1/jobs"), within=30, what="the Job pruned")
+    assert "OpenWebUIConnected" not in conditions(emulator)

@@ -179,7 +179,11 @@ class FakeQdrantServer:
         if parts[-1] == "exists":
             return self.ok({"exists": name in self.collections})
         if request.method == "PUT" and len(parts) == 2:
-            self.collections[name] = {"vectors": body["vectors"], "schema": {}}
+            self.collections[name] = {
+                "vectors": body["vectors"],
+                "sparse_vectors": body.get("sparse_vectors"),
+                "schema": {},
+            }
             return self.ok(True)
         if request.method == "PUT" and parts[-1] == "index":
             self.collections[name]["schema"][body["field_name"]] = {
@@ -193,6 +197,8 @@ class FakeQdrantServer:
             return self.ok({"count": 0})
         if request.method == "PUT" and parts[-1] == "points":
             return self.ok({"operation_id": 2, "status": "completed"})
+        if parts[-2:] == ["query", "batch"]:
+            return self.ok([{"points": []} for _ in body["searches"]])
         return JSONResponse({"status": {"error": "not faked"}}, status_code=404)
 
     def info(self, name: str) -> dict[str, Any]:
@@ -203,7 +209,12 @@ class FakeQdrantServer:
             "segments_count": 1,
             "payload_schema": collection["schema"],
             "config": {
-                "params": {"vectors": collection["vectors"], "shard_number": 1, "replication_factor": 1},
+                "params": {
+                    "vectors": collection["vectors"],
+                    "sparse_vectors": collection["sparse_vectors"],
+                    "shard_number": 1,
+                    "replication_factor": 1,
+                },
                 "hnsw_config": {"m": 16, "ef_construct": 100, "full_scan_threshold": 10000},
                 "optimizer_config": {
                     "deleted_threshold": 0.2,
@@ -244,6 +255,38 @@ async def test_a_server_gets_cosine_collections_with_keyword_indexes(
     counts = [body for _, path, body in server.requests if path.endswith("/count")]
     assert counts[0]["filter"]["must"] == [{"key": "user_id", "match": {"value": "u"}}]
     assert server.api_keys == {"qk"}
+    await store.aclose()
+
+
+async def test_a_server_gets_a_lexical_vector_with_idf_and_one_batch_per_hybrid_search(
+    qdrant_server: tuple[FakeQdrantServer, str],
+) -> None:
+    server, url = qdrant_server
+    store = QdrantVectorStore.connect(dimension=4, tenant="acme", url=url)
+    await store.upsert(Kind.MEMORY, [Point(id="p", vector=[1.0, 0, 0, 0], user_id="u", text="Zanzibar 1987")])
+    assert server.collections["acme__echo_memory"]["sparse_vectors"] == {"lexical": {"modifier": "idf"}}
+    [upsert] = [
+        body for method, path, body in server.requests if method == "PUT" and path.endswith("/points")
+    ]
+    vector = upsert["points"][0]["vector"]
+    assert vector[""] == [1.0, 0, 0, 0]
+    assert sorted(vector["lexical"]["indices"]) == vector["lexical"]["indices"]
+    assert len(vector["lexical"]["indices"]) == 2
+    assert (
+        await store.search(Kind.MEMORY, [1.0, 0, 0, 0], user_id="u", chat_id="c", query_text="Zanzibar") == []
+    )
+    [batch] = [body for _, path, body in server.requests if path.endswith("/points/query/batch")]
+    dense, sparse = batch["searches"]
+    scope = [{"key": "user_id", "match": {"value": "u"}}, {"key": "chat_id", "match": {"value": "c"}}]
+    assert (dense["query"], dense.get("using"), dense["filter"]["must"]) == (
+        {"nearest": [1.0, 0, 0, 0]},
+        None,
+        scope,
+    )
+    assert sparse["using"] == "lexical"
+    assert sparse["query"]["nearest"]["values"] == [1.0]
+    assert sparse["params"]["idf"] == {"corpus": {"must": scope}}  # IDF over the user's points only
+    assert dense["limit"] == sparse["limit"] == 30
     await store.aclose()
 
 

@@ -9,6 +9,7 @@ without them before 1.25, so only the operator's own validation reports InvalidS
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -237,7 +238,7 @@ def observed(api: httpx.Client, name: str, generation: int) -> Callable[[], bool
 
 
 def test_the_service_account_has_only_the_chart_s_rights(api: httpx.Client, operator_rbac: Any) -> None:
-    review = {
+    review: dict[str, Any] = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SubjectAccessReview",
         "spec": {
@@ -318,3 +319,196 @@ def test_a_deleted_tenant_goes_once_its_finalizer_is_done(api: httpx.Client, ope
         return api.get(path("echo.dev/v1alpha1", "echodeployments", "gone")).status_code == 404
 
     eventually(gone, within=60, what="the tenant deleted after its finalizer")
+
+
+# --- spec.openwebui.connect: the connect Job, its outcome and its reruns ----------------------------
+# No Job controller runs here: the tests write the Job's status (and its pod) as the controller and the
+# kubelet would, and the operator reads them as it does in a cluster.
+
+ADMIN_KEY = "sk-admin-never-in-a-spec-or-log"
+
+
+def connect_tenant(api: httpx.Client, name: str, operator: Path, **connect: Any) -> None:
+    create(
+        api,
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": f"{name}-owui-admin"},
+            "stringData": {"admin-key": ADMIN_KEY},
+        },
+    )
+    spec = {
+        "database": {"dsnSecretRef": {"name": "echo-cpu-db"}},
+        "llm": {"provider": "offline"},
+        "embedding": {"gpu": {"count": 0}},
+        "hooks": {"replicas": 1, "podDisruptionBudget": {"enabled": False}},
+        "openwebui": {
+            "url": "http://open-webui.owui.svc:8080",
+            "connect": {"adminKeySecretRef": {"name": f"{name}-owui-admin"}, **connect},
+        },
+        "networkPolicy": {"openwebui": {"namespace": "owui", "podLabels": {"app": "open-webui"}}},
+    }
+    body = {"apiVersion": "echo.dev/v1alpha1", "kind": "EchoDeployment", "metadata": {"name": name}}
+    create(api, {**body, "spec": spec})
+    ready(api, name, operator)
+
+
+def connect_jobs(api: httpx.Client, name: str) -> dict[str, dict[str, Any]]:
+    selector = f"app.kubernetes.io/instance={name},app.kubernetes.io/component=openwebui-connect"
+    answer = api.get(path("batch/v1", "jobs"), params={"labelSelector": selector})
+    assert answer.status_code == 200, answer.text
+    return {job["metadata"]["name"]: job for job in answer.json()["items"]}
+
+
+def one_job(api: httpx.Client, name: str, other_than: str = "") -> dict[str, Any]:
+    def single() -> dict[str, Any] | None:
+        found = list(connect_jobs(api, name).values())
+        alone = len(found) == 1 and found[0]["metadata"]["name"] != other_than
+        return found[0] if alone else None
+
+    return eventually(single, within=60, what=f"one connect Job of {name}")
+
+
+def connect_condition(api: httpx.Client, name: str, **expected: str) -> dict[str, Any]:
+    def matches() -> dict[str, Any] | None:
+        condition = conditions(api, name).get("OpenWebUIConnected") or {}
+        return condition if all(condition.get(k) == v for k, v in expected.items()) else None
+
+    return eventually(matches, within=60, what=f"OpenWebUIConnected {expected}")
+
+
+def job_status(api: httpx.Client, job: str, status: dict[str, Any]) -> None:
+    answer = api.patch(
+        path("batch/v1", "jobs", job) + "/status",
+        json={"status": status},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert answer.status_code == 200, answer.text
+
+
+def finished(kind: str, reason: str = "", **counts: int) -> dict[str, Any]:
+    when = "2026-01-01T00:00:00Z"
+    condition = {"type": kind, "status": "True", "lastProbeTime": when, "lastTransitionTime": when}
+    return {"conditions": [{**condition, **({"reason": reason} if reason else {})}], **counts}
+
+
+def failed_pod(api: httpx.Client, job: str, exit_code: int) -> None:
+    """A pod of `job` whose connect container ended with `exit_code`, as the kubelet reports it."""
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{job}-x1", "labels": {"job-name": job}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "connect", "image": "echo"}]},
+    }
+    assert api.post(path("v1", "pods"), json=pod).status_code == 201
+    ended = {"exitCode": exit_code, "reason": "Error", "finishedAt": "2026-01-01T00:00:09Z"}
+    container = {
+        "name": "connect",
+        "ready": False,
+        "restartCount": 0,
+        "image": "echo",
+        "imageID": "",
+        "state": {"terminated": {**ended, "startedAt": "2026-01-01T00:00:01Z"}},
+    }
+    answer = api.patch(
+        path("v1", "pods", pod["metadata"]["name"]) + "/status",
+        json={"status": {"phase": "Failed", "containerStatuses": [container]}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert answer.status_code == 200, answer.text
+
+
+def test_connect_runs_as_a_job_whose_outcome_is_the_condition(api: httpx.Client, operator: Path) -> None:
+    connect_tenant(api, "owui", operator)
+    job = one_job(api, "owui")
+    name = job["metadata"]["name"]
+    assert name.startswith("owui-openwebui-")
+    assert "podFailurePolicy" not in job["spec"]  # 1.20 has none: the operator leaves it out
+    env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["ECHO_OPENWEBUI_API_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "owui-owui-admin",
+        "key": "admin-key",
+    }
+    assert env["ECHO_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "owui-api-key", "key": "api-key"}
+    assert env["ECHO_HOOKS_URL"]["value"] == "http://owui-hooks.echo-test.svc:9099"
+    assert ADMIN_KEY not in json.dumps(job)
+    assert "owui-openwebui-connect" in names(api, "networking.k8s.io/v1", "networkpolicies")
+    connect_condition(api, "owui", status="Unknown", reason="Connecting")
+
+    job_status(api, name, finished("Complete", succeeded=1))
+    connected = connect_condition(api, "owui", status="True", reason="Connected")
+    assert name in connected["message"]
+    # Ready is the components' summary; the connection is beside it
+    assert conditions(api, "owui")["Ready"]["reason"] == "ComponentsNotReady"
+    assert ADMIN_KEY not in operator.read_text(errors="replace")
+
+
+def test_an_unchanged_spec_keeps_its_finished_job(api: httpx.Client, operator: Path) -> None:
+    """Re-applied (a child deleted by hand makes the operator apply every child again), the finished
+    Job is the same object: connect does not run again, and its immutable template is accepted."""
+    connect_tenant(api, "keep", operator)
+    job = one_job(api, "keep")
+    job_status(api, job["metadata"]["name"], finished("Complete", succeeded=1))
+    connect_condition(api, "keep", status="True")
+    assert api.delete(path("v1", "configmaps", "keep-valves")).status_code == 200
+    eventually(lambda: "keep-valves" in names(api, "v1", "configmaps"), within=60, what="valves back")
+    again = one_job(api, "keep")
+    assert again["metadata"]["uid"] == job["metadata"]["uid"]
+    assert (again.get("status") or {}).get("succeeded") == 1
+    assert conditions(api, "keep")["OpenWebUIConnected"]["status"] == "True"
+    assert "ChildRejected" not in json.dumps(conditions(api, "keep"))
+
+
+def test_a_spec_change_runs_a_new_job_whose_failure_says_why(api: httpx.Client, operator: Path) -> None:
+    connect_tenant(api, "rerun", operator)
+    first = one_job(api, "rerun")["metadata"]["name"]
+    job_status(api, first, finished("Complete", succeeded=1))
+    connect_condition(api, "rerun", status="True")
+
+    generation = patch_spec(api, "rerun", {"openwebui": {"connect": {"echoUrl": "http://echo.example:9099"}}})
+    eventually(observed(api, "rerun", generation), within=60, what="the update reconciled")
+    second = one_job(api, "rerun", other_than=first)  # the old one pruned
+    assert second["metadata"]["name"] != first
+    env = {e["name"]: e.get("value") for e in second["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["ECHO_HOOKS_URL"] == "http://echo.example:9099"
+    connect_condition(api, "rerun", status="Unknown")
+
+    failed_pod(api, second["metadata"]["name"], exit_code=1)
+    job_status(api, second["metadata"]["name"], finished("Failed", "BackoffLimitExceeded", failed=1))
+    missing = connect_condition(api, "rerun", status="False", reason="SomethingMissing")
+    assert f"kubectl -n {NS} logs job/{second['metadata']['name']}" in missing["message"]
+
+
+def test_a_job_deleted_by_hand_runs_again(api: httpx.Client, operator: Path) -> None:
+    connect_tenant(api, "again", operator)
+    job = one_job(api, "again")
+    job_status(api, job["metadata"]["name"], finished("Failed", "DeadlineExceeded", failed=1))
+    connect_condition(api, "again", status="False", reason="JobFailed")
+    # as kubectl deletes (the API's default for a Job orphans its pods, which needs the garbage collector)
+    gone = api.delete(
+        path("batch/v1", "jobs", job["metadata"]["name"]), params={"propagationPolicy": "Background"}
+    )
+    assert gone.status_code == 200, gone.text
+
+    def recreated() -> dict[str, Any] | None:
+        jobs = connect_jobs(api, "again")
+        new = jobs.get(job["metadata"]["name"])
+        return new if new and new["metadata"]["uid"] != job["metadata"]["uid"] else None
+
+    eventually(recreated, within=60, what="the connect Job recreated")
+    connect_condition(api, "again", status="Unknown", reason="Connecting")
+
+
+def test_connect_without_url_is_refused_naming_the_field(api: httpx.Client, operator: Path) -> None:
+    spec = {
+        "database": {"dsnSecretRef": {"name": "db"}},
+        "llm": {"provider": "offline"},
+        "openwebui": {"connect": {"adminKeySecretRef": {"name": "x"}}},
+    }
+    body = {"apiVersion": "echo.dev/v1alpha1", "kind": "EchoDeployment", "metadata": {"name": "nourl"}}
+    create(api, {**body, "spec": spec})
+    condition = ready(api, "nourl", operator)
+    assert (condition["status"], condition["reason"]) == ("False", "InvalidSpec")
+    assert "spec.openwebui: openwebui.connect needs openwebui.url" in condition["message"]
+    assert connect_jobs(api, "nourl") == {}

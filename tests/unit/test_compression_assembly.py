@@ -156,12 +156,20 @@ def test_every_budget_keeps_the_request_valid(items: list[dict[str, Any]], data:
         assert len(kept_covered) < len(replaced), "the summary stands for at least one turn"
 
 
+PAD = " and more words" * 20  # turns long enough that a summary of a few of them costs less
+
+
 def _chat(n: int) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = [{"role": "system", "content": "Today is Monday."}]
     for i in range(n):
-        items.append({"role": "user", "content": f"question {i}", "id": f"m{2 * i + 1}"})
-        items.append({"role": "assistant", "content": f"answer {i}", "id": f"m{2 * i + 2}"})
+        items.append({"role": "user", "content": f"question {i}{PAD}", "id": f"m{2 * i + 1}"})
+        items.append({"role": "assistant", "content": f"answer {i}{PAD}", "id": f"m{2 * i + 2}"})
     return items
+
+
+def _texts(result: assembly.Assembly) -> list[str]:
+    """The contents, without the padding of ``_chat``."""
+    return [m["content"].removesuffix(PAD) for m in result.messages]
 
 
 def _summary(items: list[dict[str, Any]], covered: int, head: int = 1) -> StoredSummary:
@@ -185,7 +193,7 @@ def test_head_summary_gap_system_messages_and_tail() -> None:
         items, policy=AssemblyPolicy(keep_first=1, keep_last=2), summary=summary, locale="de-DE"
     )
     roles = [m["role"] for m in result.messages]
-    contents = [m["content"] for m in result.messages]
+    contents = _texts(result)
     assert contents[:2] == ["Today is Monday.", "question 0"]
     assert roles[2] == "assistant"
     assert contents[2].startswith('<echo_summary covers="8" lang="de-DE">\nZusammenfassung')
@@ -197,7 +205,7 @@ def test_head_summary_gap_system_messages_and_tail() -> None:
 def test_keep_last_pulls_covered_turns_back_into_the_tail() -> None:
     items = _chat(3)
     result = assemble(items, policy=AssemblyPolicy(keep_first=0, keep_last=4), summary=_summary(items, 6, 0))
-    assert [m["content"] for m in result.messages][2:] == ["question 1", "answer 1", "question 2", "answer 2"]
+    assert _texts(result)[2:] == ["question 1", "answer 1", "question 2", "answer 2"]
 
 
 def test_a_summary_never_swallows_the_last_user_message() -> None:
@@ -259,7 +267,7 @@ def test_over_budget_drops_tail_groups_first_then_head_then_summary() -> None:
         return assemble(items, policy=policy, summary=summary)
 
     def contents(result: assembly.Assembly) -> list[str]:
-        return ["S" if m["content"].startswith("<echo_summary") else m["content"] for m in result.messages]
+        return ["S" if text.startswith("<echo_summary") else text for text in _texts(result)]
 
     full = at(10_000)
     assert contents(full) == [

@@ -17,7 +17,7 @@ from echo.capabilities.compression import jobs as compression_jobs
 from echo.capabilities.compression import payloads, reporting, summary
 from echo.config import valves as valves_module
 from echo.domain import bodies, chain, output_items, tokens
-from echo.domain.compression import fence, planning, prompts
+from echo.domain.compression import allowance, fence, planning, prompts
 from echo.domain.compression import messages as msgs
 from echo.errors import ConfigError
 from echo.queue import errors
@@ -161,11 +161,14 @@ def test_the_current_user_files_change_only_the_last_user_turn() -> None:
     assert compression._with_current_files(items, None) is items
 
 
-async def test_a_short_chat_comes_back_as_the_same_body() -> None:
+async def test_a_short_chat_comes_back_with_the_same_messages_and_no_room_for_additions() -> None:
     flt = compression.CompressionFilter()
     body = {"model": "gpt-4o", "messages": chat(3), "metadata": {"chat_id": "c1"}}
     context = ctx()
-    assert await flt.inlet(body, context) is body
+    out = await flt.inlet(body, context)
+    assert out["messages"] is body["messages"]
+    assert out["metadata"] == {"chat_id": "c1", allowance.ROOM_KEY: 0}  # nothing freed: memory adds nothing
+    assert body["metadata"] == {"chat_id": "c1"}  # the given body is not changed
     assert context.events == []
 
 

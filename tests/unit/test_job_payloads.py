@@ -30,6 +30,7 @@ SUMMARY_V1: dict[str, Any] = {
     "model": "gemini-2.5-flash",
     "window": {"input_tokens": 4000, "output_tokens": 500, "source": "model_thresholds['gpt-4']"},
     "style": "faithful",
+    "max_share": 0.3,
     "temperature": 0.3,
     "fail_mode": "raise",
     "locale": "fr-FR",

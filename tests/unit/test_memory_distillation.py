@@ -1,4 +1,5 @@
-"""The distillation answer: schema validation naming each field, nothing worth remembering, recall."""
+"""The distillation answer: facts, schema validation naming each field, malformed answers refused,
+the heuristic distiller, nothing worth remembering, recall."""
 
 from __future__ import annotations
 
@@ -7,78 +8,171 @@ import time
 import pytest
 
 from echo.adapters.llm import offline
+from echo.config.valves import MemoryValves
 from echo.domain import tokens
-from echo.domain.memory import distillation, recall
+from echo.domain.memory import distillation, facts, recall
+from echo.ports import llm
 
-VALID = {
-    "worth_remembering": True,
-    "summary": "Ada plans a trip to Kyoto in April 2027 with her sister Alice, who is vegetarian.",
+FACT = {
+    "fact": "Ada plans a trip to Kyoto in April 2027 with her sister Alice, who is vegetarian.",
     "memory_importance": 4,
     "memory_id": "Trip Kyoto 2027",
     "tags": ["Travel", "japan", "travel", "family"],
 }
+VALID = {"worth_remembering": True, "memories": [FACT, {**FACT, "fact": "Ada works at Inria on compilers."}]}
 
 
-def test_a_valid_answer_is_normalised() -> None:
-    distilled = distillation.parse(VALID)
-    assert distilled is not None
-    assert distilled.memory_id == "trip_kyoto_2027"
-    assert distilled.tags == ("travel", "japan", "family")
-    assert distilled.importance == 4
+def test_a_valid_answer_is_normalised_into_one_memory_per_fact() -> None:
+    first, second = distillation.parse(VALID)
+    assert first.memory_id == "trip_kyoto_2027"
+    assert first.tags == ("travel", "japan", "family")
+    assert first.importance == 4
+    assert first.summary == FACT["fact"]
+    assert second.summary == "Ada works at Inria on compilers."
+
+
+def test_a_fact_said_twice_is_one_memory() -> None:
+    answer = {"worth_remembering": True, "memories": [FACT, {**FACT, "fact": str(FACT["fact"]).upper()}]}
+    assert len(distillation.parse(answer)) == 1
 
 
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"memory_importance": 7}, "memory_importance"),
-        ({"memory_importance": "high"}, "memory_importance"),
-        ({"tags": ["one"]}, "tags"),
-        ({"tags": ["a", "b", "c", "d", "e", "f"]}, "tags"),
-        ({"summary": None}, "summary"),
-        ({"summary": "word " * 1001}, "summary"),
-        ({"memory_id": "!!!"}, "memory_id"),
+        ({"memory_importance": 7}, "memories.0.memory_importance"),
+        ({"memory_importance": "high"}, "memories.0.memory_importance"),
+        ({"memory_importance": "4"}, "memories.0.memory_importance"),
+        ({"tags": ["one"]}, "memories.0.tags"),
+        ({"tags": ["a", "b", "c", "d", "e", "f"]}, "memories.0.tags"),
+        ({"fact": None}, "memories.0.fact"),
+        ({"fact": "word " * 41}, "memories.0.fact"),
+        ({"fact": "x9Q!" * 60}, "memories.0.fact"),  # one word, too many tokens
+        ({"memory_id": "!!!"}, "memories.0.memory_id"),
     ],
 )
-def test_an_invalid_answer_names_the_field(change: dict[str, object], field: str) -> None:
-    problems = distillation.validate({**VALID, **change})
-    assert problems
+def test_an_invalid_fact_names_its_field(change: dict[str, object], field: str) -> None:
+    answer = {"worth_remembering": True, "memories": [{**FACT, **change}]}
+    problems = distillation.validate(answer)
     assert any(p.startswith(field) for p in problems), problems
     with pytest.raises(distillation.InvalidDistillation):
-        distillation.parse({**VALID, **change})
+        distillation.parse(answer)
 
 
-def test_a_missing_field_or_a_non_object_is_invalid() -> None:
-    assert any(
-        "memory_id" in p for p in distillation.validate({k: v for k, v in VALID.items() if k != "memory_id"})
-    )
-    assert distillation.validate(["not", "an", "object"]) == ["(answer): expected a JSON object, got list"]
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "a sentence, not JSON",
+        42,
+        {"worth_remembering": True, "memories": []},
+        {"worth_remembering": True, "memories": [FACT] * 11},
+        {"worth_remembering": "yes", "memories": [FACT]},
+        {"worth_remembering": True, "memories": "Ada likes tea"},
+        {"narrative": "The user and the assistant talked about Kyoto."},
+    ],
+)
+def test_malformed_answers_are_refused_never_a_memory(answer: object) -> None:
+    assert distillation.validate(answer)
+    with pytest.raises(distillation.InvalidDistillation):
+        distillation.parse(answer)
+
+
+def test_a_weak_models_other_shapes_are_read_as_meant() -> None:
+    assert [d.summary for d in distillation.parse([FACT])] == [FACT["fact"]]
+    single = {
+        "worth_remembering": True,
+        "summary": "Ada is vegetarian.",
+        **{k: FACT[k] for k in FACT if k != "fact"},
+    }
+    assert [d.summary for d in distillation.parse(single)] == ["Ada is vegetarian."]
+    with pytest.raises(distillation.InvalidDistillation):  # the seed's narrative of 100+ words is no fact
+        distillation.parse({**single, "summary": "word " * 100})
 
 
 def test_the_validation_checks_the_fields_of_the_schema_sent_to_the_model() -> None:
     schema = distillation.DISTILLATION_SCHEMA
     assert set(distillation._Answer.model_fields) == set(schema["properties"]) == set(schema["required"])
+    item = schema["properties"]["memories"]["items"]
+    assert set(distillation._Fact.model_fields) == set(item["properties"]) == set(item["required"])
 
 
 def test_an_integral_float_is_an_integer_and_a_boolean_is_not() -> None:
-    assert distillation.validate({**VALID, "memory_importance": 4.0}) == []
-    assert distillation.validate({**VALID, "memory_importance": True})[0].startswith("memory_importance: ")
+    assert distillation.validate({**VALID, "memories": [{**FACT, "memory_importance": 4.0}]}) == []
+    problems = distillation.validate({**VALID, "memories": [{**FACT, "memory_importance": True}]})
+    assert problems[0].startswith("memories.0.memory_importance: ")
 
 
 def test_nothing_worth_remembering_makes_no_memory() -> None:
-    assert distillation.parse({**VALID, "worth_remembering": False, "summary": ""}) is None
+    assert distillation.parse({"worth_remembering": False, "memories": []}) == []
+
+
+def test_the_prompt_asks_for_facts_about_the_user_not_a_narrative() -> None:
+    system, user = distillation.distillation_prompt("User: I moved to Lyon.")
+    assert "facts" in system
+    assert "No narrative" in system
+    assert f"at most {distillation.MAX_FACT_WORDS} words" in system.replace("\n", " ")
+    assert user == "<conversation>\nUser: I moved to Lyon.\n</conversation>"
 
 
 def test_the_repair_prompt_carries_the_answer_and_its_problems() -> None:
-    _, user = distillation.repair_prompt("User: hi", '{"summary": 3}', ["summary: 3 is not of type 'string'"])
-    assert '{"summary": 3}' in user
-    assert "summary: 3 is not of type 'string'" in user
+    _, user = distillation.repair_prompt(
+        "User: hi", '{"memories": 3}', ["memories: Input should be a valid list"]
+    )
+    assert '{"memories": 3}' in user
+    assert "memories: Input should be a valid list" in user
 
 
-def test_the_offline_provider_answers_a_valid_distillation() -> None:
-    text = "User: I moved to Lyon in 2026 and I work at Inria on compilers.\n\nAssistant: Congratulations."
-    answer = offline.fill_schema(distillation.DISTILLATION_SCHEMA, text, 2048)
-    assert distillation.validate(answer) == []
-    assert distillation.parse(answer) is not None
+def test_ten_memories_of_the_largest_size_fit_the_default_recall_budget() -> None:
+    valves = MemoryValves()
+    longest = "Wörd " * 8 + "x9Q!" * distillation.MAX_MEMORY_TOKENS
+    while tokens.estimate_tokens(longest) > distillation.MAX_MEMORY_TOKENS:
+        longest = longest[:-1]
+    assert distillation.validate({**VALID, "memories": [{**FACT, "fact": longest}]}) == []
+    many = [recall.Candidate(f"m{i}", longest, 0.9, 5, time.time()) for i in range(10)]
+    chosen = recall.select(
+        many, budget_tokens=valves.RECALL_MAX_TOKENS, limit=10, counter=tokens.estimate_tokens
+    )
+    assert len(chosen) == 10 == valves.RECALL_TOP_K
+    block = recall.memories_block(chosen, locale="en-US")
+    assert tokens.estimate_tokens(block) <= valves.RECALL_MAX_TOKENS
+
+
+async def test_the_offline_provider_answers_the_windows_facts() -> None:
+    conversation = (
+        "User: [session 1, 1:56 pm on 8 May, 2023]\nCaroline: Hey Mel! Good to see you!\n\n"
+        "Assistant: Melanie: Hi! I ran a charity race for mental health last Saturday.\n\n"
+        "User: Caroline: I went to a LGBTQ support group yesterday and it was so powerful. How about you?\n\n"
+        "Assistant: Paris is the capital of France and has many museums to visit."
+    )
+    system, user = distillation.distillation_prompt(conversation)
+    request = llm.LLMRequest(
+        model="offline",
+        messages=[("user", user)],
+        system=system,
+        json_schema=distillation.DISTILLATION_SCHEMA,
+        purpose="distill",
+        max_output_tokens=2048,
+    )
+    result = await offline.OfflineLLM("test").generate(request)
+    memories = distillation.parse(result.parsed)
+    assert [m.summary for m in memories] == [
+        "[8 May, 2023] Melanie: I ran a charity race for mental health last Saturday.",
+        "[8 May, 2023] Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+    ]  # no greeting, no question, not the assistant's general knowledge
+    assert all(3 <= len(m.tags) <= 5 and 1 <= m.importance <= 5 and m.memory_id for m in memories)
+
+
+def test_the_heuristic_distiller_finds_nothing_in_small_talk() -> None:
+    answer = facts.heuristic_answer("User: Hello! How are you?\n\nAssistant: Great, thanks! And you?")
+    assert answer == {"worth_remembering": False, "memories": []}
+    assert distillation.parse(answer) == []
+
+
+def test_a_long_statement_is_cut_to_the_size_of_a_memory() -> None:
+    long = "User: I " + " ".join(f"visited city{i} with my brother" for i in range(40)) + "."
+    [fact] = facts.statements(long)
+    assert fact.endswith("…")
+    assert tokens.estimate_tokens(fact) <= distillation.MAX_MEMORY_TOKENS
+    assert len(fact.split()) <= distillation.MAX_FACT_WORDS
 
 
 def candidate(

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from echo.domain import chain, tokens
-from echo.domain.memory import cleaning, collisions, distillation, merging, windows, worth
+from echo.domain.memory import cleaning, collisions, distillation, merging, recall, windows, worth
+from echo.domain.memory import context as memory_context
 
 
 def hashes(count: int) -> list[str]:
@@ -178,3 +179,53 @@ def test_windows_of_images_only_or_tool_output_only_clean_to_nothing() -> None:
     ]
     assert cleaning.clean_messages(tools) == []
     assert cleaning.clean_messages([{"role": "user", "content": None}, {"role": 3, "content": "x"}]) == []
+
+
+def test_a_merge_stays_the_size_of_one_memory_the_new_fact_kept() -> None:
+    old = "Ada lives in Paris with her two cats and works as a nurse at the Hôpital Saint-Louis in the city."
+    new = "Ada moved to Lyon in 2026 and now works as a nurse at the Édouard Herriot hospital there."
+    merged = merging.offline_merge(old, new)
+    assert "Lyon" in merged
+    assert tokens.estimate_tokens(merged) <= distillation.MAX_MEMORY_TOKENS
+    long_answer = {"summary": "word " * (distillation.MAX_FACT_WORDS + 1)}
+    with pytest.raises(distillation.InvalidDistillation):
+        merging.parse_merge(long_answer)
+
+
+def test_the_summary_a_request_carries_is_read_back_only_when_it_is_a_hash() -> None:
+    body = memory_context.with_summary({"metadata": {"chat_id": "c1"}}, "a" * 64)
+    assert body["metadata"]["chat_id"] == "c1"
+    assert memory_context.summary_of(body) == "a" * 64
+    assert memory_context.summary_of({"metadata": {memory_context.SUMMARY_KEY: "not a hash"}}) is None
+    assert memory_context.summary_of({}) is None
+    held = memory_context.held(["1" * 64], ["2" * 64], "Caroline joined a choir")
+    assert held.carried == {"1" * recall.SOURCE_CHARS}
+    assert held.summarised == {"2" * recall.SOURCE_CHARS}
+    assert held.summary_terms == {"caroline", "joined", "choir"}
+
+
+def test_sources_are_hash_prefixes_once_each_and_none_past_the_limit() -> None:
+    assert recall.source_ids(["ab" * 32, "ab" * 32, "cd" * 32]) == ["ab" * 8, "cd" * 8]
+    assert recall.source_ids(f"{i:016x}" + "0" * 48 for i in range(recall.MAX_SOURCES + 1)) is None
+    known = recall.Candidate("m", "text", 0.9, 3, 0.0, sources=frozenset({"ab" * 8}))
+    assert memory_context.holds(memory_context.Held(frozenset({"ab" * 8, "cd" * 8})), known)
+    assert not memory_context.holds(memory_context.Held(frozenset({"cd" * 8})), known)
+    unknown = recall.Candidate("n", "text", 0.9, 3, 0.0)
+    assert not memory_context.holds(memory_context.Held(frozenset({"ab" * 8})), unknown)
+
+
+def test_a_summarised_memory_is_held_only_when_the_summary_states_it() -> None:
+    fact = recall.Candidate(
+        "m",
+        "[8 May, 2023] Caroline went to an LGBTQ support group",
+        0.9,
+        3,
+        0.0,
+        sources=frozenset({"ab" * 8}),
+    )
+    stated = memory_context.held([], ["ab" * 32], "On 8 May 2023 Caroline went to an LGBTQ support group.")
+    lost = memory_context.held([], ["ab" * 32], "Caroline and Melanie talked about painting and their kids.")
+    elsewhere = memory_context.held([], ["cd" * 32], "On 8 May 2023 Caroline went to an LGBTQ support group.")
+    assert memory_context.holds(stated, fact)
+    assert not memory_context.holds(lost, fact)  # left the context: the summary dropped it
+    assert not memory_context.holds(elsewhere, fact)  # its messages are not in this request at all

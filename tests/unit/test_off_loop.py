@@ -21,6 +21,7 @@ from echo.capabilities.context import filter as context_filter
 from echo.capabilities.masking import filter as masking_filter
 from echo.capabilities.memory import filter as memory_filter
 from echo.domain import bodies, extractive, output_items
+from echo.domain.compression import allowance
 from echo.ports import backends as backends_port
 from echo.ports import llm
 from echo.support import offload
@@ -125,7 +126,7 @@ async def test_a_long_chats_compression_inlet_hashes_and_assembles_off_the_loop(
     threads.spy(monkeypatch, flt.costs, "prepare")
     threads.spy(monkeypatch, compression_filter.assembly, "assemble")
     body = {"chat_id": "c1", "messages": chat(12)}
-    assert await flt.inlet(body, context(flt.id, "inlet", body)) == body
+    assert await flt.inlet(body, context(flt.id, "inlet", body)) == allowance.with_room(body, 0)
     here = threading.current_thread()
     assert threads.off(f"{flt.costs}.prepare", here)
     assert threads.off("echo.domain.compression.assembly.assemble", here)

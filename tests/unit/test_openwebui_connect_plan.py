@@ -295,3 +295,32 @@ def test_open_webui_stores_the_function_as_sent() -> None:
 
 def test_frontmatter_of_a_file_without_one() -> None:
     assert oc.frontmatter("import os\n") == {}
+
+
+@pytest.mark.parametrize(
+    ("filter_list", "expected"),
+    [
+        ("save_plan,list_plans", "save_plan,list_plans," + ",".join(oc.MEMORY_OPERATIONS)),
+        (["_plans"], ["_plans", *oc.MEMORY_OPERATIONS]),  # an entry matches the names ending with it
+        ("!forget_memory, !commit_code", "!commit_code"),
+        ("!memories,!read_code", "!read_code"),  # it blocked search_, list_ and forget_all_memories
+        ("memories,!forget_all_memories", "memories,forget_memory"),
+    ],
+)
+def test_an_operation_filter_of_the_admin_is_kept_but_lets_the_memory_operations_through(
+    filter_list: Any, expected: Any
+) -> None:
+    ours = registered(config={**registered()["config"], "function_name_filter_list": filter_list})
+    (step,) = oc.plan(TARGET, observed(tool_servers=[ours])).steps
+    (entry,) = step.payload
+    assert entry["config"]["function_name_filter_list"] == expected
+    assert step.text == "tool server echo: memory operations let through its operation filter"
+
+
+@pytest.mark.parametrize(
+    "filter_list", ["", [], "!commit_code", ",".join(oc.MEMORY_OPERATIONS) + ",list_plans"]
+)
+def test_an_operation_filter_that_lets_them_through_already_is_no_change(filter_list: Any) -> None:
+    ours = registered(config={**registered()["config"], "function_name_filter_list": filter_list})
+    plan = oc.plan(TARGET, observed(tool_servers=[ours]))
+    assert plan.steps == ()

@@ -223,7 +223,7 @@ def test_hooks_deployment_service_probes_and_env() -> None:
     assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert main["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert main["lifecycle"]["preStop"] == {"exec": {"command": ["sleep", "5"]}}  # endpoint gone first
-    assert main["resources"]["requests"] == {"cpu": "500m", "memory": "384Mi"}
+    assert main["resources"]["requests"] == {"cpu": "250m", "memory": "384Mi"}
     assert hooks["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > 5
     env = env_of(hooks)
     assert env["ECHO_HOST"] == "0.0.0.0"

@@ -103,6 +103,10 @@ StatefulSets). No update: nothing is replaced with PUT.
 - apiGroups: ["apps"]
   resources: ["deployments", "statefulsets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# The Job that runs `echoctl openwebui connect` (spec.openwebui.connect), watched for its outcome.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["configmaps", "secrets", "services"]
   verbs: ["get", "list", "create", "patch", "delete"]

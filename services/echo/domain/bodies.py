@@ -156,12 +156,18 @@ class _Frame:
 
 
 def _frame(container: Mapping[Any, Any] | list[Any], skip: frozenset[str], parent_key: Any = None) -> _Frame:
-    keys = (
-        list(range(len(container)))
-        if isinstance(container, list)
-        else [k for k in container if k not in skip]
-    )
+    if isinstance(container, list):
+        keys: list[Any] = list(range(len(container)))
+    elif skip:
+        keys = [k for k in container if k not in skip]
+    else:
+        keys = list(container)
     return _Frame(container, keys, parent_key)
+
+
+def _is_container(value: Any) -> bool:
+    kind = type(value)
+    return kind is dict or kind is list or (kind is not str and isinstance(value, (list, Mapping)))
 
 
 def _rebuilt(frame: _Frame) -> Any:
@@ -175,15 +181,57 @@ def _rebuilt(frame: _Frame) -> Any:
     return {**frame.container, **frame.changes}
 
 
+_RECURSION_DEPTH = 32  # deeper, a subtree is walked by `_map_deep`'s own stack
+
+
+def _map_near(value: Any, rewrite: TextRewrite, skip: frozenset[str], depth: int) -> Any:
+    """`map_strings` of a container by recursion, the usual shallow case (Open WebUI's messages nest a
+    few levels); past `_RECURSION_DEPTH` the rest goes to `_map_deep`."""
+    if depth >= _RECURSION_DEPTH:
+        return _map_deep(value, rewrite, skip)
+    changes: dict[Any, Any] | None = None
+    is_list = type(value) is list or isinstance(value, list)
+    pairs = enumerate(value) if is_list else value.items()
+    for key, child in pairs:
+        if not is_list and key in skip:
+            continue
+        if type(child) is str or isinstance(child, str):
+            new = rewrite(child)
+            if new is child or new == child:
+                continue
+        elif _is_container(child):
+            new = _map_near(child, rewrite, skip, depth + 1)
+            if new is child:
+                continue
+        else:
+            continue
+        if changes is None:
+            changes = {}
+        changes[key] = new
+    if changes is None:
+        return value
+    if is_list:
+        items = list(value)
+        for index, new in changes.items():
+            items[index] = new
+        return items
+    return {**value, **changes}
+
+
 def map_strings(value: Any, rewrite: TextRewrite, *, skip: frozenset[str] = frozenset()) -> Any:
     """`value` with `rewrite` applied to every string in it, at any depth (dict values and list items,
-    but not under the keys in `skip`), without recursion: a body nested thousands deep is fine.
-    `rewrite` must return its argument itself when it changes nothing; containers where nothing
-    changed are then shared, not copied."""
+    but not under the keys in `skip`), with bounded recursion: a body nested thousands deep is fine.
+    `rewrite` should return its argument itself when it changes nothing (an equal text it returns
+    counts as no change too); containers where nothing changed are then shared, not copied."""
     if isinstance(value, str):
         return rewrite(value)
-    if not isinstance(value, (list, Mapping)):
+    if not _is_container(value):
         return value
+    return _map_near(value, rewrite, skip, 0)
+
+
+def _map_deep(value: Any, rewrite: TextRewrite, skip: frozenset[str]) -> Any:
+    """`map_strings` of a container without recursion (a stack of frames)."""
     frames = [_frame(value, skip)]
     while True:
         frame = frames[-1]
@@ -191,11 +239,11 @@ def map_strings(value: Any, rewrite: TextRewrite, *, skip: frozenset[str] = froz
             key = frame.keys[frame.at]
             frame.at += 1
             child = frame.container[key]
-            if isinstance(child, str):
+            if type(child) is str or isinstance(child, str):
                 new = rewrite(child)
-                if new is not child:
+                if new is not child and new != child:
                     frame.changes[key] = new
-            elif isinstance(child, (list, Mapping)):
+            elif _is_container(child):
                 frames.append(_frame(child, skip, key))
             continue
         frames.pop()
@@ -212,16 +260,20 @@ def map_assistant_text(body: Mapping[str, Any], rewrite: TextRewrite) -> dict[st
     results), `reasoning_content`, `tool_calls`, `sources`, `error`… — every string but ids, roles,
     types and the like (`_NOT_SHOWN`).
 
-    `rewrite` must return its argument itself when it changes nothing; untouched messages are
-    then shared, not copied, which keeps the hot path cheap on long chats.
+    `rewrite` should return its argument itself when it changes nothing; untouched messages are
+    then shared, not copied, and so is the list of messages when no message changed, which keeps
+    the hot path cheap on long chats (and the answer's check: `wire.carried_beside`).
     """
     messages = body.get("messages")
     if not isinstance(messages, list):
         return dict(body)
     new_messages: list[Any] = []
+    changed = False
     for message in messages:
         if not isinstance(message, Mapping) or message.get("role") not in _SHOWN_ROLES:
             new_messages.append(message)
             continue
-        new_messages.append(map_strings(message, rewrite, skip=_NOT_SHOWN))
-    return {**body, "messages": new_messages}
+        new = map_strings(message, rewrite, skip=_NOT_SHOWN)
+        changed = changed or new is not message
+        new_messages.append(new)
+    return {**body, "messages": new_messages if changed else messages}

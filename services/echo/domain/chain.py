@@ -39,10 +39,16 @@ present only when it is not empty.
 list as its text parts in order, joined by "\\n", where an image part becomes ``[image sha256:<hex>]``,
 the digest of its URL (for a pasted image, the whole ``data:`` URI, so two different images differ
 while the hashed text stays short); other parts are ignored; ``None`` (or anything else) is "".
+
+Both hashes are memoised per process (bounded LRU, sizes below): a chat's history comes again on every
+call, and each filter of a combined hook call (`POST /hooks/inlet`) walks the same chain, so a message
+is normalised and hashed once, and each later walk costs a dictionary lookup per message.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -70,7 +76,10 @@ _CUMULATIVE_TAG = b"echo.domain.chain.cumulative.v1\x00"
 _GENESIS = b"\x00"
 _HAS_PARENT = b"\x01"
 _TOOLS = b"\x02"
-_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+# Memo sizes: the invariant memo keeps each message's text alive (about 1 KB on average: 16 MB at
+# most), enough for the hot chats of a replica; a cumulative entry is two digests (about 300 bytes).
+_INVARIANT_MEMO = 16384
+_CUMULATIVE_MEMO = 65536
 
 _ECHO_BLOCK = re.compile(
     r"<(environnement_contexte|smart_context|echo_summary|echo_memories)\b[^>]*?(?:/>|>.*?</\1\s*>)\s*",
@@ -138,13 +147,22 @@ def invariant_hash(role: str, text: str, file_ids: Iterable[str] = (), *, tools:
     tool calls or tool call id as ``message_tools`` renders them ("" for none)."""
     if isinstance(file_ids, str):
         raise TypeError("file_ids is an iterable of ids, not one str")
-    files = sorted({file_id for file_id in file_ids if file_id})
+    files = tuple(sorted({file_id for file_id in file_ids if file_id}))
+    if type(role) is not str or type(text) is not str or type(tools) is not str:
+        return _invariant(role, text, files, tools)  # not memoised: as it fails, or a str subclass
+    return _memoised_invariant(role, text, files, tools)
+
+
+def _invariant(role: str, text: str, files: tuple[str, ...], tools: str) -> str:
     payload = [_INVARIANT_TAG, _field(_utf8(role.strip().lower())), _field(_utf8(normalize_text(text)))]
     payload.append(len(files).to_bytes(8, "big"))
     payload.extend(_field(_utf8(file_id)) for file_id in files)
     if tools:
         payload.append(_TOOLS + _field(_utf8(tools)))
     return hashlib.sha256(b"".join(payload)).hexdigest()
+
+
+_memoised_invariant = functools.lru_cache(maxsize=_INVARIANT_MEMO)(_invariant)
 
 
 def _canonical_json(value: object) -> str:
@@ -189,19 +207,32 @@ def message_tools(message: Mapping[str, Any]) -> str:
 
 
 def _check_digest(name: str, value: str) -> bytes:
-    if not isinstance(value, str) or not _HEX_DIGEST.fullmatch(value):
+    digest = None
+    if type(value) is str and len(value) == 64:
+        with contextlib.suppress(ValueError):  # not hex: refused below
+            digest = bytes.fromhex(value)
+    if digest is None or digest.hex() != value:  # 64 lowercase hex digits, nothing else
         raise ValueError(f"{name} must be a lowercase hex SHA-256 digest, got {value!r}")
-    return bytes.fromhex(value)
+    return digest
 
 
 def cumulative_hash(invariant: str, parent: str | None) -> str:
     """Hex SHA-256 of a conversation prefix: this message's invariant after its parent's cumulative."""
+    if type(invariant) is str and (parent is None or type(parent) is str):
+        return _memoised_cumulative(invariant, parent)
+    return _cumulative(invariant, parent)  # raises ValueError
+
+
+def _cumulative(invariant: str, parent: str | None) -> str:
     payload = _CUMULATIVE_TAG + _field(_check_digest("invariant", invariant))
     if parent is None:
         payload += _GENESIS
     else:
         payload += _HAS_PARENT + _field(_check_digest("parent", parent))
     return hashlib.sha256(payload).hexdigest()
+
+
+_memoised_cumulative = functools.lru_cache(maxsize=_CUMULATIVE_MEMO)(_cumulative)
 
 
 def _image_token(part: Mapping[str, Any]) -> str | None:

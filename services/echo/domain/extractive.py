@@ -10,7 +10,12 @@ frequency (specific words weigh most) slightly raised by how often they recur, d
 root of its length so that long sentences do not win by size alone; numbers, dates and proper nouns
 raise it. Small talk (greetings, thanks, acknowledgements, exclamations with almost no content word,
 in English, French and a few other languages) is left out while informative sentences remain, and
-near-identical sentences are kept once. Sentences are taken best first while they fit the budget,
+near-identical sentences are kept once. A decision, plan or commitment ("decided", "I'll", "going
+to", "signed up"…) raises a sentence too: with names, numbers and dates these are what a later
+question asks about. ``style`` (``compression_style``) changes what is kept: ``aggressive`` only
+the sentences that carry a fact (a name, a number, a date or a decision) when there are any;
+``balanced`` the best sentences; ``faithful`` whole messages, best first, so exchanges read as they
+were said, and the room left to single sentences. Sentences are taken best first while they fit the budget,
 which is counted in o200k_base tokens, labels, spaces and line breaks included: the estimate while
 choosing, then the exact count of the result, dropping the weakest sentence until it fits.
 ``size`` counts words, each CJK character counting as one (about a token each).
@@ -19,6 +24,7 @@ choosing, then the exact count of the result, dropping the weakest sentence unti
 from __future__ import annotations
 
 import hashlib
+import heapq
 import math
 import re
 import unicodedata
@@ -27,7 +33,9 @@ from dataclasses import dataclass
 
 from echo.domain import tokens
 
-__all__ = ["importance", "keywords", "sentences", "size", "slug", "summarize"]
+__all__ = ["STYLES", "importance", "keywords", "sentences", "size", "slug", "summarize"]
+
+STYLES = ("aggressive", "balanced", "faithful")
 
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
@@ -97,6 +105,15 @@ _CUES = (
     "mot de passe", "must", "doit", "require", "exige", "security", "sécurité", "production",
     "重要", "记住", "必须", "决定", "总是", "永远", "偏好", "喜欢",
 )  # fmt: skip
+_DECISION = re.compile(
+    r"\b(?:decid\w*|decision|chose|chosen|choos\w*|agreed|plan(?:s|ned|ning)?|going to|gonna|will|"
+    r"i'll|we'll|signed up|sign up|start(?:ed|ing)? (?:to|a|my)|booked|bought|adopt\w*|join\w*|"
+    r"promis\w*|commit\w*|décid\w*|vais|allons|prévu)\b",
+    re.IGNORECASE,
+)  # decisions, plans and commitments: what a later question asks about
+_DECISION_BOOST = 1.2
+_SAID = 0.25  # weight left to a word a chosen sentence already says
+_LENGTH_POWER = 0.8  # a sentence scores its words over its length to this power
 _PERSONAL = (
     "my name", "je m'appelle", "i live", "j'habite", "i work", "je travaille", "my wife", "my husband",
     "ma femme", "mon mari", "my birthday", "mon anniversaire", "i am allergic", "je suis allergique",
@@ -209,12 +226,25 @@ def _is_small_talk(text: str, substantive: int, has_number: bool) -> bool:
     return substantive < 3 and (opener or text.rstrip().endswith("!"))
 
 
-def _score(parts: list[_Sentence]) -> tuple[list[float], list[bool], list[frozenset[str]]]:
-    """Informativeness of each sentence, whether it is small talk, and its content words.
+@dataclass(frozen=True)
+class _Scores:
+    """Per sentence: informativeness, small talk or not, content words, and whether it carries a fact."""
+
+    score: list[float]
+    small: list[bool]
+    signatures: list[frozenset[str]]
+    factual: list[bool]
+    factor: list[float]  # score = factor × the sum of its distinct words' weights
+    weight: dict[str, float]
+
+
+def _score(parts: list[_Sentence]) -> _Scores:
+    """Informativeness of each sentence, whether it is small talk, its content words, and whether it
+    carries a fact (a name, a number, a date, a decision).
 
     A content word weighs its inverse sentence frequency (rare, specific words count most), slightly
     raised by how often it recurs; a sentence scores the sum over its distinct content words divided
-    by the square root of its length, raised by numbers and dates and by proper nouns."""
+    by the square root of its length, raised by numbers and dates, by proper nouns and by a decision."""
     words = [[w for w in _content_words(p.text) if w not in _SMALL_TALK] for p in parts]
     n = len(parts)
     frequency = Counter(w for ws in words for w in ws)
@@ -223,18 +253,24 @@ def _score(parts: list[_Sentence]) -> tuple[list[float], list[bool], list[frozen
     common = {w for w in spread if n >= _COMMON_MIN_SENTENCES and spread[w] > _COMMON_SHARE * n}
     scores: list[float] = []
     small: list[bool] = []
+    factual: list[bool] = []
+    factors: list[float] = []
     for part, ws in zip(parts, words, strict=True):
         distinct = frozenset(ws)
         has_number = bool(_DIGIT.search(part.text))
         dated = has_number or bool(_DATE_WORDS.intersection(w.lower() for w in _WORD.findall(part.text)))
         names = {m.group(1) for m in _PROPER.finditer(part.text) if m.group(1).lower() not in _STOPWORDS}
-        score = sum(weight[w] for w in distinct) / math.sqrt(max(len(ws), _MIN_SCORED_WORDS))
-        score *= (1.25 if dated else 1.0) * (1.0 + 0.1 * min(len(names), 3))
-        scores.append(score)
+        decided = bool(_DECISION.search(part.text))
+        factor = 1 / max(len(ws), _MIN_SCORED_WORDS) ** _LENGTH_POWER
+        factor *= (1.25 if dated else 1.0) * (1.0 + 0.1 * min(len(names), 3))
+        factor *= _DECISION_BOOST if decided else 1.0
+        factors.append(factor)
+        scores.append(factor * sum(weight[w] for w in distinct))
         plain = _SMALL_TALK_PHRASES.sub(" ", part.text.lower())  # "no problem" says nothing of a problem
         substantive = {w for w in _content_words(plain) if w not in _SMALL_TALK} - common
         small.append(_is_small_talk(plain, len(substantive), has_number))
-    return scores, small, [frozenset(ws) for ws in words]
+        factual.append(bool(distinct) and (dated or bool(names) or decided))
+    return _Scores(scores, small, [frozenset(ws) for ws in words], factual, factors, weight)
 
 
 def _similar(a: frozenset[str], b: frozenset[str]) -> bool:
@@ -256,12 +292,15 @@ def material(prompt: str) -> str:
     return "\n".join(_TAG_LINE.sub("", block).strip("\n") for block in blocks)
 
 
-def summarize(text: str, max_tokens: int) -> str:
+def summarize(text: str, max_tokens: int, style: str = "balanced") -> str:
     """The most informative sentences of ``text``, in their order with who said them, within
-    ``max_tokens`` o200k_base tokens (speaker labels, spaces and line breaks included).
+    ``max_tokens`` o200k_base tokens (speaker labels, spaces and line breaks included); ``style``
+    (one of ``STYLES``) as the module docstring says.
 
     Small talk is left out while informative sentences remain, near-identical sentences are kept
     once, and when not even the best sentence fits it is cut, with "…"."""
+    if style not in STYLES:
+        raise ValueError(f"style: expected one of {STYLES}, got {style!r}")
     parts = _parse(text)
     labelled = any(p.speaker for p in parts)
     whole = _render(parts, labelled)
@@ -269,27 +308,18 @@ def summarize(text: str, max_tokens: int) -> str:
         return "" if max_tokens < 1 else whole
     if tokens.estimate_tokens(whole) <= 2 * max_tokens and _tokens(whole) <= max_tokens:
         return whole
-    scores, small, signatures = _score(parts)
-    informative = [i for i in range(len(parts)) if scores[i] > 0 and not small[i]]
+    scored = _score(parts)
+    scores = scored.score
+    informative = [i for i in range(len(parts)) if scores[i] > 0 and not scored.small[i]]
     pool = informative or [i for i in range(len(parts)) if scores[i] > 0] or list(range(len(parts)))
+    if style == "aggressive":
+        pool = [i for i in pool if scored.factual[i]] or pool
     ranked = sorted(pool, key=lambda i: (-scores[i], i))
-
-    chosen: list[int] = []
-    messages: set[int] = set()
-    used = 0
-    for i in ranked:
-        part = parts[i]
-        if part.text in (parts[j].text for j in chosen) or any(
-            _similar(signatures[i], signatures[j]) for j in chosen
-        ):
-            continue
-        cost = tokens.estimate_tokens(part.text) + 1
-        if labelled and part.message not in messages:
-            cost += tokens.estimate_tokens(part.speaker) + 1
-        if used + cost <= max_tokens:
-            chosen.append(i)
-            messages.add(part.message)
-            used += cost
+    picker = _Picker(parts, scored, labelled, max_tokens)
+    if style == "faithful":
+        picker.whole_messages(ranked)
+    picker.cover(pool)
+    chosen = picker.chosen
     while chosen:  # the estimate may be short of the exact count: drop the weakest until it fits
         rendered = _render([parts[i] for i in sorted(chosen)], labelled)
         if _tokens(rendered) <= max_tokens:
@@ -298,6 +328,85 @@ def summarize(text: str, max_tokens: int) -> str:
     best = parts[ranked[0]]
     cut = _cut(_render([best], labelled), max_tokens)
     return cut if len(cut.rstrip("…")) > len(best.speaker) + 1 else _cut(best.text, max_tokens)
+
+
+class _Picker:
+    """The sentences chosen so far within the budget (estimated tokens, labels included)."""
+
+    def __init__(self, parts: list[_Sentence], scored: _Scores, labelled: bool, max_tokens: int) -> None:
+        self.parts, self.scored, self.labelled, self.max_tokens = parts, scored, labelled, max_tokens
+        self.chosen: list[int] = []
+        self.messages: set[int] = set()
+        self.used = 0
+
+    def _repeats(self, i: int) -> bool:
+        signatures = self.scored.signatures
+        return self.parts[i].text in (self.parts[j].text for j in self.chosen) or any(
+            _similar(signatures[i], signatures[j]) for j in self.chosen
+        )
+
+    def _cost(self, indices: list[int]) -> int:
+        cost = sum(tokens.estimate_tokens(self.parts[i].text) + 1 for i in indices)
+        message = self.parts[indices[0]].message
+        if self.labelled and message not in self.messages:
+            cost += tokens.estimate_tokens(self.parts[indices[0]].speaker) + 1
+        return cost
+
+    def take(self, i: int) -> bool:
+        """Sentence ``i`` when it is new and fits; whether it was taken."""
+        if i in self.chosen or self._repeats(i):
+            return False
+        cost = self._cost([i])
+        if self.used + cost > self.max_tokens:
+            return False
+        self.chosen.append(i)
+        self.messages.add(self.parts[i].message)
+        self.used += cost
+        return True
+
+    def cover(self, pool: list[int]) -> None:
+        """Sentences of ``pool`` taken greedily by what they add: a word already said by a chosen
+        sentence weighs ``_SAID`` of its weight, so the summary spends its tokens on more distinct
+        facts rather than the same ones again (scores only fall, so a lazy heap is exact)."""
+        scored, said = self.scored, set().union(*(self.scored.signatures[j] for j in self.chosen))
+
+        def gain(i: int) -> float:
+            weights = scored.weight
+            total = sum(weights[w] * (_SAID if w in said else 1.0) for w in scored.signatures[i])
+            return scored.factor[i] * total
+
+        heap = [(-gain(i), i) for i in pool if i not in self.chosen]
+        heapq.heapify(heap)
+        while heap:
+            _, i = heapq.heappop(heap)
+            current = gain(i)
+            if heap and current < -heap[0][0]:
+                heapq.heappush(heap, (-current, i))  # stale: its words were said meanwhile
+                continue
+            if self.take(i):
+                said |= scored.signatures[i]
+
+    def whole_messages(self, ranked: list[int]) -> None:
+        """The messages of the ``ranked`` sentences, best first, each whole (its sentences that are
+        not small talk nor repeats) when it fits."""
+        members: dict[int, list[int]] = {}
+        for i, part in enumerate(self.parts):
+            if not self.scored.small[i]:
+                members.setdefault(part.message, []).append(i)
+        seen: set[int] = set()
+        for i in ranked:
+            message = self.parts[i].message
+            if message in seen:
+                continue
+            seen.add(message)
+            fresh = [j for j in members.get(message, [i]) if j not in self.chosen and not self._repeats(j)]
+            if not fresh:
+                continue
+            cost = self._cost(fresh)
+            if self.used + cost <= self.max_tokens:
+                self.chosen.extend(fresh)
+                self.messages.add(message)
+                self.used += cost
 
 
 def _cut(text: str, max_tokens: int) -> str:

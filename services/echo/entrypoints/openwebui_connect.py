@@ -7,7 +7,10 @@ Three steps, the middle one pure:
 2. `plan(target, observed)` compares it with what ECHO needs and returns the `Step`s to take and the
    check lines — the Function `echo` (a filter, active, global) with ECHO's source and the valves
    `ECHO_URL`, `ECHO_API_KEY` (the others keep their values); ECHO's tool server in
-   `TOOL_SERVER_CONNECTIONS` (shared with every user unless it already has grants of its own);
+   `TOOL_SERVER_CONNECTIONS` (shared with every user unless it already has grants of its own; an
+   admin's `function_name_filter_list` on it is kept, less what would hide the user's memory
+   operations `MEMORY_OPERATIONS`: Open WebUI drops every operation an allow list does not name or a
+   `!name` blocks);
    native function calling; Open WebUI's own context compaction and memory review (a warning: both
    do what ECHO does; turning one off is the user's choice); `ENABLE_FORWARD_USER_INFO_HEADERS`,
    which no endpoint shows (an environment variable of Open WebUI's process): "cannot check";
@@ -54,6 +57,9 @@ TOOLS_PATH = "tools/openapi.json"
 # Open WebUI's grant for "every user may read" (utils/access_control: has_access); with no grant at
 # all a tool server is the admins' only.
 EVERY_USER = ({"principal_type": "user", "principal_id": "*", "permission": "read"},)
+# The tool server's operations a user needs to see and remove what ECHO remembers about them: connect
+# keeps them out of reach of an admin's operation filter (`config.function_name_filter_list`).
+MEMORY_OPERATIONS = ("search_memories", "list_memories", "forget_memory", "forget_all_memories")
 CHECKED_AGAINST = "0.12."  # the Open WebUI series whose API this was written and tested against
 
 EXIT_OK, EXIT_MISSING, EXIT_FAILED = 0, 1, 3  # (2: click's usage errors)
@@ -207,6 +213,9 @@ def _tool_server(
     old = existing[index] if index is not None else {}
     config, info = dict(old.get("config") or {}), dict(old.get("info") or {})
     shared = not config.get("access_grants")
+    filtered = "function_name_filter_list" in config
+    if filtered:
+        config["function_name_filter_list"] = _memory_operations_allowed(config["function_name_filter_list"])
     entry = {
         **old,
         "url": target.echo_url.rstrip("/"),
@@ -237,8 +246,34 @@ def _tool_server(
     differ = [k for k in ("url", "path", "type", "auth_type", "key") if old.get(k) != entry[k]]
     differ += ["enabled"] if not config.get("enable") else []
     differ += ["shared with every user"] if shared else []
+    hidden = (
+        filtered
+        and (old.get("config") or {}).get("function_name_filter_list") != config["function_name_filter_list"]
+    )
+    differ += ["memory operations let through its operation filter"] if hidden else []
     differ += [f"id {TOOL_SERVER_ID}"] if (old.get("info") or {}).get("id") != TOOL_SERVER_ID else []
     return connections, entry, f"tool server {TOOL_SERVER_ID}: {', '.join(differ) or 'details'}"
+
+
+def _memory_operations_allowed(filter_list: Any) -> Any:
+    """An operation filter as Open WebUI reads it (utils/misc.py `is_string_allowed`: a comma-separated
+    text or a list; an entry matches every name that ends with it, `!entry` blocks those, and plain
+    entries make an allow list), that lets `MEMORY_OPERATIONS` through: the blocks that match one are
+    removed, and the ones an allow list misses are added to it. The same value when it already does."""
+    entries = filter_list.split(",") if isinstance(filter_list, str) else list(filter_list or [])
+    names = [str(entry).strip() for entry in entries if str(entry).strip()]
+
+    def blocks_one(entry: str) -> bool:
+        blocked = entry[1:].strip()
+        return entry.startswith("!") and any(op.endswith(blocked) for op in MEMORY_OPERATIONS if blocked)
+
+    kept = [n for n in names if not blocks_one(n)]
+    allowed = [n for n in kept if not n.startswith("!")]
+    if allowed:
+        kept += [op for op in MEMORY_OPERATIONS if not any(op.endswith(a) for a in allowed)]
+    if kept == names:
+        return filter_list
+    return ",".join(kept) if isinstance(filter_list, str) else kept
 
 
 def _checks(target: Target, observed: Observed) -> list[Line]:

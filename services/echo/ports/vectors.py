@@ -90,7 +90,11 @@ def require_user(user_id: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Point:
-    """What to store: a vector, its owner, the chat/source it belongs to, and a JSON payload."""
+    """What to store: a vector, its owner, the chat/source it belongs to, and a JSON payload.
+
+    ``text``, when given, is the point's lexical content: stored as its sparse vector of terms
+    (``echo.domain.lexical``), searched by ``VectorStore.search(query_text=…)``, not kept as text.
+    """
 
     id: str
     vector: Sequence[float]
@@ -98,6 +102,7 @@ class Point:
     chat_id: str | None = None
     source_id: str | None = None
     payload: Mapping[str, Any] = field(default_factory=dict)
+    text: str | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -142,9 +147,17 @@ class Record:
 
 @dataclass(frozen=True, kw_only=True)
 class Hit(Record):
-    """A search result: a record and its cosine similarity to the query (higher is closer)."""
+    """A search result: a record and its cosine similarity to the query (higher is closer).
+
+    ``score`` is the dense cosine similarity in every search, hybrid or not. A hybrid search
+    (``query_text``) also says ``lexical``, the point's IDF-weighted term score when the lexical side
+    ranked it (None when it shares no term with the query or ranked below the candidates), and
+    ``fused``, its reciprocal-rank-fusion score, by which the hits are ordered.
+    """
 
     score: float
+    lexical: float | None = None
+    fused: float | None = None
 
 
 def scope_of(user_id: str, chat_id: str | None, source_id: str | None) -> dict[str, str]:
@@ -161,8 +174,10 @@ def scope_of(user_id: str, chat_id: str | None, source_id: str | None) -> dict[s
 class VectorStore(Protocol):
     """Vectors of one tenant, in two collections (``Kind``); every read filters on ``user_id``.
 
-    Collections are created on first use with ``dimension`` and cosine distance; a collection that
-    exists with another size raises ``DimensionMismatch``. Deletes never create a collection.
+    Collections are created on first use with ``dimension`` and cosine distance, and a sparse vector
+    for the points' ``text`` (IDF-weighted); a collection that exists with another size raises
+    ``DimensionMismatch``; one created before the sparse vector existed keeps working dense only (its
+    ``text`` is not stored, a hybrid search there is a dense search). Deletes never create a collection.
     """
 
     @property
@@ -185,8 +200,17 @@ class VectorStore(Protocol):
         chat_id: str | None = None,
         source_id: str | None = None,
         min_score: float | None = None,
+        query_text: str | None = None,
     ) -> list[Hit]:
-        """The user's nearest points, best first."""
+        """The user's nearest points, best first.
+
+        With ``query_text`` (and a collection that has a lexical vector), a hybrid search: the
+        ``candidate_depth(limit)`` nearest points and the as many best lexical matches (IDF over the
+        searched scope: the user's points of that chat/source) are fused by RRF
+        (``echo.domain.lexical.fuse``). ``min_score`` bounds the dense ``score`` of every hit but one:
+        the lexical side's best match is kept whatever its cosine, since an exact name or number is
+        what dense similarity misses. Without terms in ``query_text`` the search is dense only.
+        """
         ...
 
     async def scroll(

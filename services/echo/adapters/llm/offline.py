@@ -1,7 +1,8 @@
 """``OfflineLLM``: the ``LLM`` port without a model, so every feature keeps working (DESIGN §1).
 
 Deterministic and without network: a text request gets an extractive summary of its messages (see
-``extractive``); a JSON request gets an object shaped by its schema. Fields are filled by name —
+``extractive``), in the ``compression_style`` a summary prompt names (``prompts.style_of``); a JSON
+request gets an object shaped by its schema. Fields are filled by name —
 ``summary``/``text``/``content`` an extractive summary (at most 1,300 tokens, about the distillation's
 upper bound of 1000 words), ``*importance*`` 1–5 from cues, ``*_id``/``id``/``slug`` a short slug,
 ``tags``/``keywords`` 3–5 frequent content words — and otherwise by type (enum's first value,
@@ -9,6 +10,9 @@ upper bound of 1000 words), ``*importance*`` 1–5 from cues, ``*_id``/``id``/``
 answer never exceeds it; a JSON answer keeps its summary under it less room for the other fields,
 and shortens the summary when the whole answer would still exceed it. Usage is estimated in tokens
 (``echo.domain.tokens``).
+
+A memory distillation (purpose ``distill``) gets the heuristic distiller's answer instead
+(``echo.domain.memory.facts``): the window's statements, one memory each, not a summary.
 
 It says it is degraded everywhere: a warning ``llm_offline`` with the reason when created, the
 ``echo_llm_offline_total{purpose}`` counter per generation, and ``provider="offline"`` on results.
@@ -28,6 +32,8 @@ import structlog
 from echo.adapters.llm import calls, retries
 from echo.adapters.llm.errors import LLMError
 from echo.domain import extractive, tokens
+from echo.domain.compression import prompts
+from echo.domain.memory import facts
 from echo.ports.llm import LLMRequest, LLMResult, Usage
 from echo.support import metrics, offload
 
@@ -41,6 +47,7 @@ _JSON_SHRINKS = 4  # times a JSON answer over budget is remade with a shorter su
 _TAGS = ("tags", "keywords", "topics", "labels")
 _FALLBACK_TAGS = ("conversation", "context", "notes", "memory", "general")
 _NO_RETRY = retries.RetryPolicy(max_retries=0)
+DISTILL_PURPOSE = "distill"  # the memory distillation's requests (echo.capabilities.memory.distill)
 
 
 @dataclass(frozen=True)
@@ -159,7 +166,11 @@ class OfflineLLM:
             metrics.LLM_OFFLINE.labels(request.purpose).inc()
             budget = max(1, request.max_output_tokens)
             if request.json_schema is None:
-                text = extractive.summarize(extractive.material(request.input_text), budget)
+                style = prompts.style_of(request.system) or "balanced"
+                text = extractive.summarize(extractive.material(request.input_text), budget, style)
+            elif request.purpose == DISTILL_PURPOSE:  # a window's facts, by the heuristic distiller
+                found = facts.heuristic_answer(extractive.material(request.input_text))
+                text = json.dumps(found, ensure_ascii=False)
             else:
                 text = _json_answer(request.json_schema, request.input_text, budget)
             prompt = tokens.estimate_tokens(f"{request.system}\n{request.input_text}")

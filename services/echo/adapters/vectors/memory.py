@@ -2,7 +2,11 @@
 
 It keeps Qdrant's observable behaviour: one collection per tenant and kind in a shared ``space``
 (pass the same dict to several stores to play one server), created on first use, a dimension
-mismatch on an existing collection, vectors normalised on write, cosine scores, cursor pagination.
+mismatch on an existing collection, vectors normalised on write, cosine scores, cursor pagination,
+and hybrid search as ``QdrantVectorStore`` runs it: a point's ``text`` as its sparse terms, IDF over
+the searched scope's points that have terms, the same candidate depth and fusion
+(``echo.domain.lexical``). A collection made with ``lexical=False`` plays one created before the
+sparse vector existed: texts are not kept and hybrid searches are dense only.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from echo.domain import lexical
 from echo.ports import vectors as base
 
 __all__ = ["InMemoryCollection", "InMemoryVectorStore"]
@@ -19,10 +24,13 @@ __all__ = ["InMemoryCollection", "InMemoryVectorStore"]
 
 @dataclass
 class InMemoryCollection:
-    """One collection: its size and its points by Qdrant id (vector, stored payload)."""
+    """One collection: its size, its points by Qdrant id (vector, stored payload), the sparse terms
+    of those that have a text, and whether it has the lexical vector at all."""
 
     dimension: int
     points: dict[str, tuple[tuple[float, ...], dict[str, Any]]] = field(default_factory=dict)
+    terms: dict[str, lexical.SparseTerms] = field(default_factory=dict)
+    lexical: bool = True
 
 
 def _normalised(vector: Sequence[float]) -> tuple[float, ...]:
@@ -71,7 +79,13 @@ class InMemoryVectorStore:
         for point in points:
             self._check(name, point.vector, f"the vector of point {point.id!r}")
         for point in points:
-            collection.points[base.point_uuid(point.id)] = (_normalised(point.vector), point.stored_payload())
+            qid = base.point_uuid(point.id)
+            collection.points[qid] = (_normalised(point.vector), point.stored_payload())
+            terms = lexical.document_terms(point.text) if point.text and collection.lexical else None
+            if terms:
+                collection.terms[qid] = terms
+            else:
+                collection.terms.pop(qid, None)
 
     def _matching(
         self, collection: InMemoryCollection | None, scope: dict[str, str]
@@ -94,18 +108,48 @@ class InMemoryVectorStore:
         chat_id: str | None = None,
         source_id: str | None = None,
         min_score: float | None = None,
+        query_text: str | None = None,
     ) -> list[base.Hit]:
         scope = base.scope_of(user_id, chat_id, source_id)
         name, collection = self._collection(kind)
+        assert collection is not None
         self._check(name, vector, "the query vector")
         query = _normalised(vector)
-        scored = [
-            (math.fsum(a * b for a, b in zip(query, stored, strict=True)), payload)
-            for _, stored, payload in self._matching(collection, scope)
+        matching = self._matching(collection, scope)
+        cosine = {qid: math.fsum(a * b for a, b in zip(query, v, strict=True)) for qid, v, _ in matching}
+        payloads = {qid: payload for qid, _, payload in matching}
+        dense = sorted(
+            (qid for qid in cosine if min_score is None or cosine[qid] >= min_score),
+            key=lambda qid: (-cosine[qid], qid),
+        )
+        terms = lexical.query_terms(query_text) if query_text else None
+        if not terms or not collection.lexical or limit <= 0:
+            return [base.Hit.from_stored(payloads[qid], score=cosine[qid]) for qid in dense[:limit]]
+        depth = lexical.candidate_depth(limit)
+        ranked = self._lexical(collection, terms, list(payloads))[:depth]
+        chosen = lexical.select(
+            [(qid, cosine[qid]) for qid in dense[:depth]], ranked, cosine, limit=limit, min_score=min_score
+        )
+        return [
+            base.Hit.from_stored(payloads[c.id], score=cosine[c.id], lexical=c.lexical, fused=c.fused)
+            for c in chosen
         ]
-        scored = [item for item in scored if min_score is None or item[0] >= min_score]
-        scored.sort(key=lambda item: -item[0])
-        return [base.Hit.from_stored(payload, score=score) for score, payload in scored[:limit]]
+
+    @staticmethod
+    def _lexical(
+        collection: InMemoryCollection, query: lexical.SparseTerms, scope: list[str]
+    ) -> list[tuple[str, float]]:
+        """Lexical matches among ``scope``, best first, IDF over those of its points that have terms."""
+        corpus = [collection.terms[qid] for qid in scope if qid in collection.terms]
+        frequency = {i: sum(i in doc.indices for doc in corpus) for i in query.indices}
+        weights = {i: lexical.idf(n, len(corpus)) for i, n in frequency.items()}
+        scored = [
+            (qid, found)
+            for qid in scope
+            if qid in collection.terms
+            and (found := lexical.score(query, collection.terms[qid], weights)) is not None
+        ]
+        return sorted(scored, key=lambda pair: (-pair[1], pair[0]))
 
     async def scroll(
         self,
@@ -152,6 +196,7 @@ class InMemoryVectorStore:
         for qid, _, _ in self._matching(collection, scope):
             if qid in wanted and collection is not None:
                 del collection.points[qid]
+                collection.terms.pop(qid, None)
 
     async def delete_where(
         self, kind: base.Kind, *, user_id: str, chat_id: str | None = None, source_id: str | None = None
@@ -161,6 +206,7 @@ class InMemoryVectorStore:
         for qid, _, _ in self._matching(collection, scope):
             assert collection is not None
             del collection.points[qid]
+            collection.terms.pop(qid, None)
 
     async def delete_user(self, user_id: str) -> None:
         for kind in base.Kind:

@@ -12,6 +12,17 @@ collection (local mode ignores indexes, so it is not asked). Driver errors becom
 Payloads and filter values are made storable (``echo.domain.text``): a lone surrogate cannot be sent as
 JSON at all, and NUL becomes U+FFFD as in PostgreSQL, so both stores keep the same text and a filter
 on a chat id that held one matches what was stored.
+
+Hybrid search: a collection is created with a sparse vector ``lexical`` (``Modifier.IDF``) beside the
+unnamed dense one; a point's ``text`` is stored there as ``echo.domain.lexical.document_terms``. A
+search with ``query_text`` sends the dense and the lexical query in one ``query_batch_points`` (IDF
+over the searched scope, ``IdfCorpusParams``: the user's points, so one user's texts never weigh on
+another's ranking, and server and local mode agree — the server's global IDF also counts deleted
+points until its index is rebuilt), fuses the two lists with ``lexical.select`` and asks the cosine of
+the lexical-only candidates with one more dense query restricted to their ids. Qdrant's own
+``FusionQuery`` is not used: it returns RRF scores only, while a hit's ``score`` stays its cosine and
+``min_score`` needs both ranks. A collection created before the sparse vector existed stays dense
+only (logged once per collection and process); recreate it to have hybrid search.
 """
 
 from __future__ import annotations
@@ -21,16 +32,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import structlog
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from echo.adapters.vectors import qdrant_errors, qdrant_local
-from echo.domain import text
+from echo.domain import lexical, text
 from echo.ports import vectors as base
 
-__all__ = ["INDEXED_KEYS", "QdrantVectorStore", "payload_index"]
+__all__ = ["INDEXED_KEYS", "LEXICAL", "QdrantVectorStore", "payload_index"]
 
 INDEXED_KEYS = ("user_id", "chat_id", "source_id")
+LEXICAL = "lexical"  # the sparse vector's name; the dense vector stays the unnamed one
+log = structlog.get_logger("echo.vectors")
 
 
 def payload_index(key: str) -> models.KeywordIndexParams:
@@ -50,7 +64,13 @@ def _filter(scope: dict[str, str], ids: Sequence[str] | None = None) -> models.F
 
 
 def _vector(raw: Any) -> list[float] | None:
+    if isinstance(raw, dict):  # a point with a sparse vector comes back with its vectors by name
+        raw = raw.get("")
     return raw if isinstance(raw, list) else None
+
+
+def _sparse(terms: lexical.SparseTerms) -> models.SparseVector:
+    return models.SparseVector(indices=list(terms.indices), values=list(terms.values))
 
 
 class QdrantVectorStore:
@@ -75,6 +95,7 @@ class QdrantVectorStore:
             options = client.init_options
             self._local = options.get("path") is not None or options.get("location") == ":memory:"
         self._ready: set[str] = set()
+        self._dense_only: set[str] = set()  # collections made before the lexical vector existed
         self._lock = asyncio.Lock()
 
     @classmethod
@@ -122,8 +143,9 @@ class QdrantVectorStore:
         client = self._client
         if not await client.collection_exists(name):
             params = models.VectorParams(size=self._dimension, distance=models.Distance.COSINE)
+            sparse = {LEXICAL: models.SparseVectorParams(modifier=models.Modifier.IDF)}
             try:
-                await client.create_collection(name, vectors_config=params)
+                await client.create_collection(name, vectors_config=params, sparse_vectors_config=sparse)
             except (UnexpectedResponse, ValueError):
                 if not await client.collection_exists(name):  # not a concurrent creation: a real error
                     raise
@@ -138,6 +160,14 @@ class QdrantVectorStore:
         if vectors.distance != models.Distance.COSINE:
             raise base.VectorStoreError(
                 f"collection {name!r} uses {vectors.distance} distance, ECHO needs Cosine"
+            )
+        if LEXICAL not in (info.config.params.sparse_vectors or {}):
+            self._dense_only.add(name)
+            log.warning(
+                "vectors_dense_only",
+                collection=name,
+                effect="no lexical vector: texts are not stored and hybrid searches are dense only",
+                fix="recreate the collection (re-embed its points) to have hybrid search",
             )
         if not self._local:
             for key in INDEXED_KEYS:
@@ -162,12 +192,18 @@ class QdrantVectorStore:
                 structs.append(
                     models.PointStruct(
                         id=base.point_uuid(point.id),
-                        vector=list(point.vector),
+                        vector=self._vectors_of(name, point),
                         payload=text.storable_value(point.stored_payload()),
                     )
                 )
             if structs:
                 await self._client.upsert(name, points=structs, wait=True)
+
+    def _vectors_of(self, name: str, point: base.Point) -> models.VectorStruct:
+        terms = lexical.document_terms(point.text) if point.text else None
+        if not terms or name in self._dense_only:
+            return list(point.vector)
+        return {"": list(point.vector), LEXICAL: _sparse(terms)}
 
     async def search(
         self,
@@ -179,11 +215,15 @@ class QdrantVectorStore:
         chat_id: str | None = None,
         source_id: str | None = None,
         min_score: float | None = None,
+        query_text: str | None = None,
     ) -> list[base.Hit]:
         scope = base.scope_of(user_id, chat_id, source_id)
         async with qdrant_errors.translated("search"):
             name = await self._collection(kind)
             self._check(name, vector, "the query vector")
+            terms = lexical.query_terms(query_text) if query_text else None
+            if terms and name not in self._dense_only and limit > 0:
+                return await self._hybrid(name, list(vector), terms, scope, limit, min_score)
             response = await self._client.query_points(
                 name,
                 query=list(vector),
@@ -193,6 +233,55 @@ class QdrantVectorStore:
                 with_payload=True,
             )
         return [base.Hit.from_stored(p.payload or {}, score=p.score) for p in response.points]
+
+    async def _hybrid(
+        self,
+        name: str,
+        vector: list[float],
+        terms: lexical.SparseTerms,
+        scope: dict[str, str],
+        limit: int,
+        min_score: float | None,
+    ) -> list[base.Hit]:
+        depth = lexical.candidate_depth(limit)
+        where = _filter(scope)
+        dense, sparse = await self._client.query_batch_points(
+            name,
+            requests=[
+                models.QueryRequest(
+                    query=vector, filter=where, limit=depth, score_threshold=min_score, with_payload=True
+                ),
+                models.QueryRequest(
+                    query=_sparse(terms),
+                    using=LEXICAL,
+                    filter=where,
+                    limit=depth,
+                    with_payload=True,
+                    params=models.SearchParams(idf=models.IdfCorpusParams(corpus=where)),
+                ),
+            ],
+        )
+        found = {str(p.id): p for p in [*sparse.points, *dense.points]}
+        cosine = {str(p.id): p.score for p in dense.points}
+        missing = [qid for qid in (str(p.id) for p in sparse.points) if qid not in cosine]
+        if missing:  # lexical-only candidates: their cosine, from a dense query on their ids
+            rescored = await self._client.query_points(
+                name, query=vector, query_filter=_filter(scope, missing), limit=len(missing)
+            )
+            cosine.update({str(p.id): p.score for p in rescored.points})
+        chosen = lexical.select(
+            [(str(p.id), p.score) for p in dense.points],
+            [(str(p.id), p.score) for p in sparse.points],
+            cosine,
+            limit=limit,
+            min_score=min_score,
+        )
+        return [
+            base.Hit.from_stored(
+                found[c.id].payload or {}, score=cosine[c.id], lexical=c.lexical, fused=c.fused
+            )
+            for c in chosen
+        ]
 
     async def scroll(
         self,

@@ -85,6 +85,9 @@ class LocalQdrantClient:
     async def query_points(self, *args: Any, **kwargs: Any) -> models.QueryResponse:
         return await self._run(lambda client: client.query_points(*args, **kwargs))
 
+    async def query_batch_points(self, *args: Any, **kwargs: Any) -> list[models.QueryResponse]:
+        return await self._run(lambda client: client.query_batch_points(*args, **kwargs))
+
     async def scroll(
         self, *args: Any, **kwargs: Any
     ) -> tuple[list[models.Record], models.ExtendedPointId | None]:

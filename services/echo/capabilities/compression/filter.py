@@ -4,7 +4,11 @@ Inlet (no LLM call): the turns' chain (`echo.domain.compression.messages`, the c
 files from `body["files"]` merged in first), ONE indexed lookup of the newest summary valid for this
 branch (`ConversationStore.inlet_lookup`), then `echo.domain.compression.assembly`: system messages
 in place, the first `keep_first` turns, the fenced summary, the uncovered tail (at least
-`keep_last`), tool outputs trimmed, within `max_context_tokens` of the chat's model. Status events go
+`keep_last`), tool outputs trimmed, within `max_context_tokens` of the chat's model. A summary that
+would cost as much as the turns it stands for is not used. The tokens the assembly freed are left to
+the filters after it (`echo.domain.compression.allowance`, in `metadata`): what `echo_memory` recalls
+of the chat itself fits in them, so the chat never costs more than it came in (with the AEC block);
+memories of the user's other chats keep to their own budget. Status events go
 to `ctx.events`: context usage (`show_token_usage_status`, from `token_usage_status_threshold` %), a
 warning above 90 %, and "summary applied". Open WebUI's background tasks (titles, queries:
 `metadata.task`) pass untouched.
@@ -60,8 +64,9 @@ from echo.capabilities.compression import references as references_filter
 from echo.capabilities.compression import reporting
 from echo.config import valves as valves_module
 from echo.domain import output_items
-from echo.domain.compression import assembly, budgets, references, selection
+from echo.domain.compression import allowance, assembly, budgets, references, selection
 from echo.domain.compression import messages as msgs
+from echo.domain.memory import context as memory_context
 from echo.ports import backends as backends_port
 from echo.ports import store as store_port
 
@@ -192,7 +197,7 @@ class CompressionFilter:
                 found = await store.conversations.inlet_lookup(ctx.ids.user_id, turns.hashes, ctx.ids.chat_id)
             except store_errors.StoreError as error:
                 reporting.store_failed(self.name, ctx, error)
-                return body
+                return allowance.with_room(body, 0)  # nothing freed: nothing of the chat is added
             row = found.summary
             if found.failure is not None:
                 reporting.summary_failure_shown(self.name, found.failure, ctx)
@@ -232,14 +237,17 @@ class CompressionFilter:
 
         result, answered = await compression_costs.off_loop(len(messages), lambda stop: assemble())
         reporting.assembled(result, terms.limits, terms.settings, ctx)
+        room = allowance.room(result.tokens_before, result.tokens_after, terms.limits.max_context_tokens)
+        if result.summary_injected and result.summary is not None:  # echo_memory recalls none of its turns
+            body = memory_context.with_summary(body, result.summary.covered_hash)
         if applied is not None:
             ctx.events.extend(applied.events)
             if applied.resolved:
                 new = references_filter.strip_files(body, applied.taken)
-                return {**new, "messages": answered}
+                return allowance.with_room({**new, "messages": answered}, room)
         if answered is None:
-            return body
-        return {**body, "messages": answered}
+            return allowance.with_room(body, room)
+        return allowance.with_room({**body, "messages": answered}, room)
 
     async def _references(
         self,

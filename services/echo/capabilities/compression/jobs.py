@@ -73,6 +73,7 @@ def summary_job(
         model=settings.summary_model or (thresholds.normalise_model_id(model) if model else ""),
         window=window,
         style=settings.compression_style,
+        max_share=settings.max_summary_share,
         temperature=settings.summary_temperature,
         fail_mode=settings.summary_fail_mode,
         locale=locales.detect_locale(latest_user_texts(messages)),

@@ -43,6 +43,7 @@ class SummaryPayload(payloads.Payload):
     model: str = ""  # "" = the worker's default model (ECHO_LLM_MODEL)
     window: budgets.SummaryWindow
     style: prompts.Style = "balanced"
+    max_share: float = Field(default=0.25, gt=0, le=1)  # max_summary_share: of the covered turns' tokens
     temperature: float = Field(default=0.1, ge=0.0, le=2.0)
     fail_mode: FailMode = "silent"
     locale: str = "en-US"
@@ -90,6 +91,7 @@ class SummaryPayload(payloads.Payload):
         window: budgets.SummaryWindow,
         style: prompts.Style,
         temperature: float,
+        max_share: float = 0.25,
         fail_mode: FailMode,
         locale: str,
         chat_id: str | None = None,
@@ -106,6 +108,7 @@ class SummaryPayload(payloads.Payload):
             model=model,
             window=window,
             style=style,
+            max_share=max_share,
             temperature=temperature,
             fail_mode=fail_mode,
             locale=locale,

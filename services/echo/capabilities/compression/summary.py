@@ -19,7 +19,10 @@ The handler:
 4. loads the messages by hash and fits the prompt into the summary window (`fitting`): the summary
    may cover fewer turns than planned, and its key is then the hash of the last turn it holds;
 5. calls the LLM port (`echo.adapters.llm`; the offline provider when no model is configured) with the
-   instructions as system text, `summary_temperature` and `max_summary_tokens`;
+   instructions as system text, `summary_temperature` and the summary's target as `max_output_tokens`:
+   `max_summary_share` of what the covered turns cost (the previous summary's turns loaded by their
+   refs), at most `max_summary_tokens` (`echo.domain.compression.lengths`); an answer longer than the
+   target is trimmed, or refused (retried) when it cannot be;
 6. stores the summary with the ordered refs it covers, once per `(user_id, covered_hash)`.
 
 CPU: the steps that walk every planned turn (their hashes, the fitting and its token counts, the
@@ -51,7 +54,7 @@ from echo.capabilities.compression import metrics as compression_metrics
 from echo.capabilities.compression import payloads
 from echo.domain import chain, tokens
 from echo.domain import jobs as domain
-from echo.domain.compression import fence, fitting, planning
+from echo.domain.compression import fence, fitting, lengths, planning
 from echo.domain.compression import messages as msgs
 from echo.ports import llm
 from echo.ports import store as store_port
@@ -149,10 +152,19 @@ class SummaryHandler:
             previous=previous.summary if previous is not None else None,
         )
 
+        earlier = await self._covered_before(spec.user_id, previous)
+
         def fit() -> tuple[fitting.SummaryInput, int]:
             """The prompt that fits the window, and the tokens of what it holds."""
             fitted = fitting.fit_summary_input(
-                plan, planned, window=spec.window, style=spec.style, locale=spec.locale, counter=self._counter
+                plan,
+                planned,
+                window=spec.window,
+                style=spec.style,
+                locale=spec.locale,
+                counter=self._counter,
+                max_share=spec.max_share,
+                covered_before_tokens=earlier(),
             )
             input_tokens = sum(msgs.message_tokens(m, self._counter) for m in planned[: fitted.taken])
             input_tokens += self._counter(previous.summary.text) if previous is not None else 0
@@ -194,6 +206,17 @@ class SummaryHandler:
         )
         return "created"
 
+    async def _covered_before(
+        self, user_id: str, previous: conversations.SummaryRow | None
+    ) -> Callable[[], int]:
+        """What the turns the previous summary stands for cost as messages (its refs, loaded), as a
+        function to call where the CPU work is done; refs no longer stored count nothing."""
+        if previous is None or not previous.refs:
+            return lambda: 0
+        loaded = await self.store.messages(user_id, list(dict.fromkeys(previous.refs)))
+        refs = previous.refs
+        return lambda: sum(msgs.message_tokens(loaded[key], self._counter) for key in refs if key in loaded)
+
     async def _newer_on_head(self, spec: payloads.SummaryPayload) -> int | None:
         """How many turns a summary covers that already goes past this job's branch point on the
         chat's latest branch (which still passes through that point), or None."""
@@ -223,6 +246,8 @@ class SummaryHandler:
     async def _generate(
         self, spec: payloads.SummaryPayload, fitted: fitting.SummaryInput
     ) -> tuple[str, llm.LLMResult]:
+        if fitted.max_output_tokens < 1:
+            raise _Failure("too_small", "the covered turns are too small to summarise", retryable=False)
         system, prompt = split_prompt(fitted.prompt)
         request = llm.LLMRequest(
             model=spec.model or self.default_model,
@@ -242,7 +267,15 @@ class SummaryHandler:
         text = result.text.strip()
         if not fence.strip_reply_guidance(text):
             raise _Failure("empty", "the summary model answered no usable text", retryable=True)
-        return text, result
+        fitting_text = lengths.trim_summary(text, fitted.max_output_tokens, self._counter)
+        if fitting_text is None:
+            raise _Failure(
+                "too_long",
+                f"the summary ({self._counter(text)} tokens) cannot be trimmed to its target of "
+                f"{fitted.max_output_tokens} tokens",
+                retryable=True,
+            )
+        return fitting_text, result
 
     async def _failed(
         self, job: domain.Job, spec: payloads.SummaryPayload, failure: _Failure, bound: Any

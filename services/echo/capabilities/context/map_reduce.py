@@ -342,4 +342,5 @@ def _point(
             "filename": spec.filename,
             "mime_type": spec.mime_type,
         },
+        text=chunk.text,
     )

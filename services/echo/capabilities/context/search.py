@@ -49,7 +49,7 @@ async def search_session_context(
         raise vectors_base.VectorStoreError("the vector store is not ready yet", retryable=True)
     vector = (await embedder.embed([query]))[0]
     hits = await vectors.search(
-        vectors_base.Kind.EPHEMERAL, vector, user_id=user_id, source_id=source_id, limit=k
+        vectors_base.Kind.EPHEMERAL, vector, user_id=user_id, source_id=source_id, limit=k, query_text=query
     )
     answer["chunks"] = [
         {

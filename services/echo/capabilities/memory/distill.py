@@ -10,16 +10,20 @@ model before the handler runs (`echo.queue.payloads`). The handler:
    memory's latest version (a worker that died between the two writes) and ends;
 2. loads the messages by hash, cleans them (`echo.domain.memory.cleaning`), and discards a window with too
    few content words without calling the LLM (`echo.domain.memory.worth`);
-3. asks the LLM (`DISTILLATION_MODEL`) for the distillation JSON; an invalid answer is sent back
-   once with its problems; a second invalid answer dead-letters the job with the raw text; the
-   model may answer that nothing is worth remembering (no memory);
-4. embeds the summary and, under the user's lock (`Memories.user_lock`), finds the user's nearest
+3. asks the LLM (`DISTILLATION_MODEL`) for the distillation JSON: the window's facts, each one
+   memory the size of a fact (`echo.domain.memory.distillation`; the offline provider answers with
+   the heuristic distiller, `echo.domain.memory.facts`); an invalid answer is sent back once with
+   its problems; a second invalid answer dead-letters the job with the raw text; the model may
+   answer that nothing is worth remembering (no memory);
+4. embeds the facts and, for each (keyed `fact_key(window, n)`: its memory's id, its provenance
+   and its record in `memory_windows`, so a retry writes each fact once; the window itself is
+   recorded after its last fact), under the user's lock (`Memories.user_lock`), finds the user's nearest
    memory: an exact match only touches its date, a new one is inserted (row and vector in the
    lock, so the next window sees it); a similar one is merged by the LLM outside the lock, then
    written with a compare-and-set on its version: a merge that lost a race merges again into the
    new text, so concurrent merges into one memory lose nothing; earlier versions are kept;
 5. writes the vector with the memory's payload (user_id, chat_id, timestamp, memory_importance,
-   memory_id, tags, provenance, version, summary) and marks the version indexed.
+   memory_id, tags, provenance, version, summary, sources) and marks the version indexed.
 
 CPU: a window is small (`WINDOW_SIZE + WINDOW_OVERLAP` messages), but the valves may make it large;
 from `THREAD_MESSAGES` messages, checking its chain and cleaning its messages run on a worker thread,
@@ -33,6 +37,7 @@ its row gone and stops (checked under the lock `DELETE /users/{id}` takes too).
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -46,7 +51,7 @@ from echo.capabilities import handling
 from echo.capabilities.memory import metrics as memory_metrics
 from echo.capabilities.memory import payloads
 from echo.domain import jobs as domain
-from echo.domain.memory import cleaning, collisions, distillation, merging, records, worth
+from echo.domain.memory import cleaning, collisions, distillation, merging, recall, records, worth
 from echo.ports import backends as backends_port
 from echo.ports import embeddings as embeddings_base
 from echo.ports import llm
@@ -77,16 +82,30 @@ async def _cpu(size: int, work: Callable[[], _R]) -> _R:
 
 def point_payload(memory: records.Memory) -> dict[str, Any]:
     """The vector point's payload: seed 000's fields, the provenance (the key of every window it came
-    from; the messages of each are in PostgreSQL), and what recall needs without a database read."""
+    from; the messages of each are in PostgreSQL), and what recall needs without a database read:
+    the text, and the sources (hash prefixes of the source messages, ``recall.source_ids``; absent
+    when there are too many) by which recall leaves out what the request already holds."""
+    sources = recall.source_ids(i for window in memory.provenance for i in window.invariants)
     return {
         "memory_id": memory.memory_id,
         "provenance": [window.key for window in memory.provenance],
+        **({"sources": sources} if sources else {}),
         "summary": memory.summary,
         "memory_importance": memory.importance,
         "tags": list(memory.tags),
         "timestamp": memory.updated_at,
         "version": memory.version,
     }
+
+
+def fact_key(window_key: str, index: int) -> str:
+    """The key of a window's ``index``-th fact (64 hex digits, like a window's): what its memory's
+    provenance and the window record of that fact are keyed by, so a retried job writes each once."""
+    return hashlib.sha256(f"{window_key}:{index}".encode()).hexdigest()
+
+
+def _fact_ref(spec: payloads.DistillPayload, index: int) -> records.WindowRef:
+    return records.WindowRef(spec.chat_id, fact_key(spec.key, index), spec.invariants, spec.message_ids)
 
 
 def _json_request(
@@ -135,7 +154,7 @@ class DistillHandler:
         bound = log.bind(user_id=spec.user_id, chat_id=spec.chat_id, window=spec.key[:12], job_id=job.id)
         started = time.perf_counter()
         try:
-            outcome = await self._distill(job, spec, bound)
+            outcomes = await self._distill(job, spec, bound)
         except _Failure as failure:
             memory_metrics.MEMORY_DISTILL_FAILURES.labels(failure.reason).inc()
             bound.warning("distill_failed", reason=failure.reason, error=str(failure), attempt=job.attempts)
@@ -145,25 +164,28 @@ class DistillHandler:
         except store_errors.StoreError as error:
             memory_metrics.MEMORY_DISTILL_FAILURES.labels("store").inc()
             raise errors.RetryLater(f"store: {error}") from error
-        if outcome is not None:
-            memory_metrics.MEMORIES.labels(outcome).inc()
+        if outcomes:
+            for outcome in outcomes:
+                memory_metrics.MEMORIES.labels(outcome).inc()
             memory_metrics.MEMORY_DISTILL_SECONDS.observe(time.perf_counter() - started)
-            bound.info("window_distilled", outcome=outcome)
+            bound.info("window_distilled", outcomes=outcomes)
 
     async def _ready(self) -> tuple[embeddings_base.Embedder, vectors_base.VectorStore]:
         return await handling.ready_backends(self.backends)
 
-    async def _distill(self, job: domain.Job, spec: payloads.DistillPayload, bound: Any) -> str | None:
+    async def _distill(self, job: domain.Job, spec: payloads.DistillPayload, bound: Any) -> list[str]:
+        """What the window did: one outcome per memory it made, touched or merged into, or
+        ``["discarded"]``; empty when there was nothing (more) to do."""
         if not await self.memories.job_alive(None, job.id):
             bound.info("job_gone", reason="its user was forgotten")
-            return None
+            return []
         done = await self.memories.window_outcome(spec.user_id, spec.key)
         if done is not None:
-            outcome, memory_id = done
-            if memory_id is not None and outcome != "discarded":
-                await self._reindex(spec.user_id, memory_id)
+            outcome, _memory = done
+            if outcome != "discarded":
+                await self._reindex_facts(spec)
             bound.info("window_seen", outcome=outcome)
-            return None
+            return []
         loaded = await self.conversations.messages(spec.user_id, spec.invariants)
         missing = [key for key in spec.invariants if key not in loaded]
         if missing:
@@ -183,32 +205,77 @@ class DistillHandler:
             return await self._discard(job, spec, discarded)
         model = await self._llm.get()
         distilled, result = await self._distillation(model, spec, conversation)
-        if distilled is None:
+        if not distilled:
             return await self._discard(job, spec, "model")
         embedder, vectors = await self._ready()
-        vector = await self._embed(embedder, distilled.summary)
+        vectors_of = await self._embed_all(embedder, [fact.summary for fact in distilled])
+        outcomes: list[str] = []
+        first: str | None = None
+        for index, (fact, vector) in enumerate(zip(distilled, vectors_of, strict=True)):
+            record = _fact_ref(spec, index)
+            made = await self._remember(job, spec, record, fact, vector, model, embedder, vectors, result)
+            if made is None:
+                continue
+            outcomes.append(made)
+            if first is None:
+                first = await self._fact_memory(spec.user_id, record.key)
+        if not outcomes:
+            return []
+        async with self.store.transaction() as connection:  # the window itself: a replay stops early
+            await self.memories.user_lock(connection, spec.user_id)
+            if await self.memories.job_alive(connection, job.id):
+                overall = "created" if "created" in outcomes else outcomes[0]
+                await self.memories.record_window(connection, spec.user_id, spec.window, overall, first)
+        return outcomes
+
+    async def _remember(
+        self,
+        job: domain.Job,
+        spec: payloads.DistillPayload,
+        record: records.WindowRef,
+        distilled: records.Distilled,
+        vector: list[float],
+        model: llm.LLM,
+        embedder: embeddings_base.Embedder,
+        vectors: vectors_base.VectorStore,
+        result: llm.LLMResult | None,
+    ) -> str | None:
+        """One fact of the window, by the seed's policy: touch, merge or insert (None: done already)."""
         for _ in range(_MAX_MERGE_ROUNDS):
-            decided = await self._decide_or_write(job, spec, distilled, vector, vectors, result)
+            decided = await self._decide_or_write(job, spec, record, distilled, vector, vectors, result)
             if decided is None or isinstance(decided, str):
                 return decided
             target, expected = decided
-            merged = await self._merge(model, spec, target, distilled, embedder, vectors, expected)
+            merged = await self._merge(model, spec, record, target, distilled, embedder, vectors, expected)
             if merged:
                 return collisions.Action.MERGE.value
             memory_metrics.MEMORY_MERGE_CONFLICTS.inc()
-            bound.info("merge_conflict", memory=target.id)
+            log.info("merge_conflict", memory=target.id, window=spec.key[:12])
         raise _Failure("conflict", f"{_MAX_MERGE_ROUNDS} merge rounds lost to other workers", retryable=True)
 
-    async def _discard(self, job: domain.Job, spec: payloads.DistillPayload, reason: str) -> str | None:
+    async def _fact_memory(self, user_id: str, fact_key: str) -> str | None:
+        done = await self.memories.window_outcome(user_id, fact_key)
+        return done[1] if done is not None else None
+
+    async def _reindex_facts(self, spec: payloads.DistillPayload) -> None:
+        """Make the vector index hold the latest version of every memory the window's facts wrote."""
+        for index in range(distillation.MAX_FACTS):
+            done = await self.memories.window_outcome(spec.user_id, _fact_ref(spec, index).key)
+            if done is None:
+                break
+            if done[1] is not None:
+                await self._reindex(spec.user_id, done[1])
+
+    async def _discard(self, job: domain.Job, spec: payloads.DistillPayload, reason: str) -> list[str]:
         memory_metrics.MEMORY_DISCARDED.labels(reason).inc()
         async with self.store.transaction() as connection:
             await self.memories.user_lock(connection, spec.user_id)
             if not await self.memories.job_alive(connection, job.id):
-                return None
+                return []
             recorded = await self.memories.record_window(
                 connection, spec.user_id, spec.window, "discarded", reason=reason
             )
-        return "discarded" if recorded else None
+        return ["discarded"] if recorded else []
 
     async def _generate(self, model: llm.LLM, request: llm.LLMRequest) -> llm.LLMResult:
         try:
@@ -220,7 +287,7 @@ class DistillHandler:
 
     async def _distillation(
         self, model: llm.LLM, spec: payloads.DistillPayload, conversation: str
-    ) -> tuple[records.Distilled | None, llm.LLMResult | None]:
+    ) -> tuple[list[records.Distilled], llm.LLMResult | None]:
         system, user = distillation.distillation_prompt(conversation)
         answer: object = None
         for attempt in range(2):
@@ -245,8 +312,11 @@ class DistillHandler:
         )
 
     async def _embed(self, embedder: embeddings_base.Embedder, text: str) -> list[float]:
+        return (await self._embed_all(embedder, [text]))[0]
+
+    async def _embed_all(self, embedder: embeddings_base.Embedder, texts: list[str]) -> list[list[float]]:
         try:
-            return (await embedder.embed([text]))[0]
+            return list(await embedder.embed(texts))
         except embeddings_base.EmbeddingError as error:
             raise _Failure("embedding", f"embedding failed: {error}", retryable=error.retryable) from error
 
@@ -254,6 +324,7 @@ class DistillHandler:
         self,
         job: domain.Job,
         spec: payloads.DistillPayload,
+        record: records.WindowRef,
         distilled: records.Distilled,
         vector: list[float],
         vectors: vectors_base.VectorStore,
@@ -266,7 +337,8 @@ class DistillHandler:
             await self.memories.user_lock(connection, spec.user_id)
             if not await self.memories.job_alive(connection, job.id):
                 return None
-            if await self.memories.window_outcome(spec.user_id, spec.key, connection=connection) is not None:
+            done = await self.memories.window_outcome(spec.user_id, record.key, connection=connection)
+            if done is not None:
                 return None
             hits = await self._search(vectors, vector, spec.user_id)
             decision = collisions.decide(
@@ -285,24 +357,24 @@ class DistillHandler:
                 elif decision.action is collisions.Action.MERGE:
                     return row.memory, row.memory.version
                 else:
-                    await self.memories.touch(connection, spec.user_id, row.memory.id, spec.window)
+                    await self.memories.touch(connection, spec.user_id, row.memory.id, record)
                     await self.memories.record_window(
-                        connection, spec.user_id, spec.window, "touched", row.memory.id
+                        connection, spec.user_id, record, "touched", row.memory.id
                     )
                     touched = await self._row(connection, spec.user_id, row.memory.id)
                     await self._write_point(vectors, touched, None, connection)
                     return collisions.Action.TOUCH.value
-            memory_id = memories.memory_key(spec.user_id, spec.key)
+            memory_id = memories.memory_key(spec.user_id, record.key)
             await self.memories.insert(
                 connection,
                 spec.user_id,
                 memory_id,
                 distilled,
-                spec.window,
+                record,
                 provider=result.provider if result is not None else "unknown",
                 model=result.model if result is not None else spec.model,
             )
-            await self.memories.record_window(connection, spec.user_id, spec.window, "created", memory_id)
+            await self.memories.record_window(connection, spec.user_id, record, "created", memory_id)
             created = await self._row(connection, spec.user_id, memory_id)
             await self._write_point(vectors, created, vector, connection)
             return collisions.Action.INSERT.value
@@ -349,6 +421,7 @@ class DistillHandler:
             user_id=memory.user_id,
             chat_id=memory.chat_id,
             payload=point_payload(memory),
+            text=" ".join([memory.summary, *memory.tags]),  # the lexical side of hybrid recall
         )
         await self._vectors(vectors.upsert(vectors_base.Kind.MEMORY, [point]))
         await self.memories.mark_indexed(memory.user_id, memory.id, memory.version, connection=connection)
@@ -357,6 +430,7 @@ class DistillHandler:
         self,
         model: llm.LLM,
         spec: payloads.DistillPayload,
+        record: records.WindowRef,
         target: records.Memory,
         distilled: records.Distilled,
         embedder: embeddings_base.Embedder,
@@ -374,7 +448,7 @@ class DistillHandler:
             summary=text,
             importance=collisions.merged_importance(target.importance, distilled.importance),
             tags=collisions.merged_tags(target.tags, distilled.tags),
-            window=spec.window,
+            window=record,
         )
         if version is None:
             return False
@@ -395,9 +469,10 @@ class DistillHandler:
                 result = await self._generate(model, request)
                 return merging.parse_merge(result.parsed)
             except (llm_errors.InvalidJSON, distillation.InvalidDistillation) as error:
-                if attempt:
-                    raise _Failure("invalid", f"invalid merge answer: {error}", retryable=True) from error
-        raise AssertionError("unreachable")  # pragma: no cover
+                if attempt:  # a model that cannot merge within a memory's size: the offline merge does
+                    memory_metrics.MEMORY_DISTILL_FAILURES.labels("invalid_merge").inc()
+                    log.warning("merge_answer_invalid", error=str(error), fallback="offline merge")
+        return merging.offline_merge(old, new)
 
     async def _reindex(self, user_id: str, memory_id: str) -> None:
         """Make the vector index hold the memory's latest version (after a crash between writes)."""

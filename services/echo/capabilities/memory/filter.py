@@ -9,9 +9,12 @@ job is enqueued in the same transaction, idempotent on the window's key: a repla
 An outlet with no window due, or only windows this process enqueued already, does no I/O at all.
 
 Inlet (the one embedding call allowed on an inlet, DESIGN §5): the latest user message is embedded,
-the user's nearest memories are searched, ranked by similarity, importance and recency, cut to
-`RECALL_TOP_K` and `RECALL_MAX_TOKENS`, and put in front of that user message as one block fenced
-as background history and not instructions (`echo.domain.memory.recall`). In the user's turn rather than
+the user's nearest memories at or above `RECALL_MIN_SIMILARITY` are searched, those whose every source
+message the request already holds left out (its own messages, and the turns of the summary
+echo_compression names in `metadata`: `echo.domain.memory.context`, one store read for that summary's
+row), ranked by similarity, importance and recency, cut to `RECALL_TOP_K` and `RECALL_MAX_TOKENS`,
+and put in front of that user message as one block fenced as background history and not
+instructions (`echo.domain.memory.recall`). In the user's turn rather than
 a system message of its own: many chat templates (Mistral, Gemma…) refuse a system message after
 the first turn, and `echo.domain.chain` normalises the block away, so the turn hashes as if it were clean.
 All of it runs under `INLET_DEADLINE_MS` less a margin: past it, or on any error, the turn goes on
@@ -42,9 +45,10 @@ from echo.capabilities.memory import metrics as memory_metrics
 from echo.capabilities.memory import payloads as memory_payloads
 from echo.config import valves as valves_module
 from echo.domain import kinds, output_items, tokens
-from echo.domain.compression import locales
+from echo.domain.compression import allowance, locales
 from echo.domain.compression import messages as msgs
 from echo.domain.memory import cleaning, recall, windows
+from echo.domain.memory import context as memory_context
 from echo.errors import EchoError
 from echo.ports import backends as backends_port
 from echo.ports import embeddings as embeddings_base
@@ -55,7 +59,7 @@ __all__ = ["MemoryFilter", "distill_job_key"]
 
 log = structlog.get_logger("echo.filters.memory")
 
-RECALL_CANDIDATES = 20  # nearest memories ranked before the top K are taken
+RECALL_CANDIDATES = 40  # nearest memories ranked (those the request holds left out) before the top K
 _ENQUEUED_ENTRIES = 100_000  # job keys remembered; a full set is cleared (a re-enqueue is idempotent)
 _DEADLINE_MARGIN_S = 0.02
 _LEADING_BLOCK = re.compile(
@@ -214,6 +218,7 @@ class MemoryFilter:
         settings = self._valves(ctx)
         if messages is None or not user_id or ctx.ids.task or not settings.ENABLE_RECALL:
             return body
+        room = allowance.room_of(body)  # what echo_compression freed: this chat's memories fit in it
         position = _last_user(messages)
         query = ""
         if position is not None:
@@ -233,7 +238,8 @@ class MemoryFilter:
             if budget <= 0:
                 raise TimeoutError
             async with asyncio.timeout(budget):
-                chosen = await self._recall(embedder, vectors, user_id, query, settings)
+                held = _Held(self.costs, messages, body, self._backends().store, ctx)
+                chosen = await self._recall(embedder, vectors, user_id, query, settings, held, room)
         except TimeoutError:
             memory_metrics.MEMORY_RECALLS.labels("timeout").inc()
             log.warning(
@@ -270,6 +276,8 @@ class MemoryFilter:
         user_id: str,
         query: str,
         settings: valves_module.MemoryValves,
+        held: _Held,
+        room: int | None,
     ) -> list[recall.Candidate]:
         vector = (await embedder.embed([query]))[0]
         hits = await vectors.search(
@@ -278,30 +286,65 @@ class MemoryFilter:
             user_id=user_id,
             limit=RECALL_CANDIDATES,
             min_score=settings.RECALL_MIN_SIMILARITY,
+            query_text=query,
         )
-        ranked = recall.rank(
-            [_candidate(hit) for hit in hits if hit.user_id == user_id],
-            min_similarity=settings.RECALL_MIN_SIMILARITY,
-        )
+        candidates = [
+            recall.candidate(hit.id, hit.score, hit.payload, hit.chat_id)
+            for hit in hits
+            if hit.user_id == user_id
+        ]
+        if any(c.sources is not None for c in candidates):  # what the request holds is not recalled
+            request = await held.held()
+            outside = [c for c in candidates if not memory_context.holds(request, c)]
+            memory_metrics.MEMORY_RECALL_HELD.inc(len(candidates) - len(outside))
+            candidates = outside
+        ranked = recall.rank(candidates, min_similarity=settings.RECALL_MIN_SIMILARITY)
         return recall.select(
             ranked,
             budget_tokens=settings.RECALL_MAX_TOKENS,
             limit=settings.RECALL_TOP_K,
             counter=tokens.estimate_tokens,
+            chat_id=held.chat_id,
+            chat_budget=room,
         )
 
 
-def _candidate(hit: vectors_base.Hit) -> recall.Candidate:
-    payload = hit.payload
-    tags = payload.get("tags")
-    return recall.Candidate(
-        id=hit.id,
-        summary=str(payload.get("summary") or ""),
-        similarity=float(hit.score),
-        importance=int(payload.get("memory_importance") or 1),
-        updated_at=float(payload.get("timestamp") or 0.0),
-        tags=tuple(str(t) for t in tags) if isinstance(tags, list) else (),
-    )
+class _Held:
+    """What a request holds (``echo.domain.memory.context``), worked out once, when recall asks: its
+    own turns' invariant hashes and those of the summary echo_compression put in it."""
+
+    def __init__(
+        self,
+        costs: compression_costs.Costs,
+        messages: list[dict[str, Any]],
+        body: Mapping[str, Any],
+        store: backends_port.Repositories | None,
+        ctx: base.HookContext,
+    ) -> None:
+        self._costs, self._messages, self._body, self._store, self._ctx = costs, messages, body, store, ctx
+
+    @property
+    def chat_id(self) -> str | None:
+        return self._ctx.ids.chat_id
+
+    async def held(self) -> memory_context.Held:
+        ids = self._ctx.ids
+        key = ("echo_memory", "inlet", ids.user_id, ids.chat_id) if ids.chat_id else None
+
+        def invariants(stop: compression_costs.StopCheck) -> list[str]:
+            if not _all_dicts(self._messages):
+                return []
+            return [link.invariant for link in self._costs.prepare(self._messages, key, stop).turns.links]
+
+        own = await compression_costs.off_loop(len(self._messages), invariants)
+        covered: tuple[str, ...] = ()
+        text = ""
+        summary = memory_context.summary_of(self._body)
+        if summary is not None and self._store is not None and ids.user_id:
+            row = await self._store.conversations.summary(ids.user_id, summary)
+            if row is not None:
+                covered, text = row.refs, row.summary.text
+        return memory_context.held(own, covered, text)
 
 
 def _all_dicts(messages: Sequence[object]) -> bool:

@@ -17,6 +17,7 @@ __all__ = [
     "MEMORY_MERGE_CONFLICTS",
     "MEMORY_RECALLED",
     "MEMORY_RECALLS",
+    "MEMORY_RECALL_HELD",
     "MEMORY_RECALL_SECONDS",
 ]
 
@@ -59,6 +60,11 @@ MEMORY_RECALL_SECONDS = Histogram(
     "echo_memory_recall_seconds",
     "Recall time on the inlet (s): embed the latest user message, search, rank, render.",
     buckets=shared.LATENCY_BUCKETS,
+)
+MEMORY_RECALL_HELD = Counter(
+    "echo_memory_recall_held_total",
+    "Memories found by recall but left out because the request already holds every message they came"
+    " from (in its messages or in the summary it carries).",
 )
 MEMORY_RECALLED = Counter(
     "echo_memory_recalled_total",

@@ -1,15 +1,22 @@
 """Searching a user's long-term memories: the memory API, the tool server and the pipe's own tool
-share this one query."""
+share this one query.
+
+The same relevance floor as recall (``RECALL_MIN_SIMILARITY``'s default, cosine similarity, see
+``echo.config.valves.MemoryValves``): a memory below it is no answer, however few there are, and each
+result says its score."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from echo.config import valves as valves_module
 from echo.errors import EchoError
 from echo.ports import backends as backends_port
 from echo.ports import vectors as vectors_base
 
-__all__ = ["BackendsNotReady", "search_memories"]
+__all__ = ["MIN_SCORE", "BackendsNotReady", "search_memories"]
+
+MIN_SCORE: float = valves_module.MemoryValves.model_fields["RECALL_MIN_SIMILARITY"].default
 
 
 class BackendsNotReady(EchoError):
@@ -19,17 +26,20 @@ class BackendsNotReady(EchoError):
 
 
 async def search_memories(
-    backends: backends_port.Backends, user_id: str, query: str, k: int
+    backends: backends_port.Backends, user_id: str, query: str, k: int, *, min_score: float = MIN_SCORE
 ) -> list[dict[str, Any]]:
-    """The user's `k` memories nearest to `query`, as the API answers them (payload + score);
-    `BackendsNotReady` while the backends have no embedder and vector store ready."""
+    """The user's `k` memories nearest to `query` at or above `min_score` (cosine), as the API
+    answers them (payload + score); `BackendsNotReady` while the backends have no embedder and
+    vector store ready."""
     index = backends.index
     embedder = index.embedder() if index is not None else None
     vectors = await index.vectors() if index is not None else None
     if embedder is None or vectors is None:
         raise BackendsNotReady("the embedder and vector store are not ready yet")
     vector = (await embedder.embed([query]))[0]
-    hits = await vectors.search(vectors_base.Kind.MEMORY, vector, user_id=user_id, limit=k)
+    hits = await vectors.search(
+        vectors_base.Kind.MEMORY, vector, user_id=user_id, limit=k, min_score=min_score, query_text=query
+    )
     return [
         {
             "id": hit.id,
@@ -44,5 +54,5 @@ async def search_memories(
             "version": hit.payload.get("version"),
         }
         for hit in hits
-        if hit.user_id == user_id
+        if hit.user_id == user_id and hit.score >= min_score
     ]

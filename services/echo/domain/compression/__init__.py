@@ -13,12 +13,16 @@ Inlet:
   ``max_context_tokens``, never splitting a tool-call group (``groups``), trimming tool outputs
   and folding over-long messages (``trimming``);
 - ``fence``: the summary as history, not instructions, in the conversation's language
-  (``locales``).
+  (``locales``);
+- ``allowance``: the tokens the assembly freed, left to the filters after it (``echo_memory``), so
+  a request with ECHO never costs more than without it plus the AEC block.
 
 Outlet and the summary job:
 - ``budgets``: per-model thresholds, the threshold test, the summary window and its 80% rule;
 - ``planning``: which turns the next summary folds in, and its job key;
-- ``prompts`` and ``fitting``: the XML working-memory prompt, fitted to the summary window.
+- ``prompts`` and ``fitting``: the XML working-memory prompt, fitted to the summary window;
+- ``lengths``: the summary's target (a share of the turns it covers, under ``max_summary_tokens``)
+  and the trimming of an answer that comes back longer.
 """
 
 from echo.domain.compression.assembly import Assembly, AssemblyPolicy, assemble

@@ -9,6 +9,9 @@ The result, in order:
 4. the uncovered tail: every message from the first turn the summary does not cover, and never
    fewer than the last ``keep_last`` turns nor the last user message and what follows it.
 
+A summary is used only when it costs fewer tokens than the turns it would stand for: otherwise the
+turns stay and ``refused_summary`` says so, so the request never grows by being summarised.
+
 Cuts move to group boundaries (``groups``): the head grows to the end of a tool-call group and the
 tail starts where one starts, so a tool result is never separated from its call. Injected summaries
 that came back are left out. Native tool outputs of earlier turns are trimmed
@@ -24,6 +27,7 @@ included). When those alone exceed the budget the result is just them, and ``ove
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -97,6 +101,7 @@ class Assembly:
     dropped_groups: int
     dropped_summary: bool
     over_budget: bool
+    refused_summary: bool = False  # a summary valid here was not used: it cost as much as its turns
 
     @property
     def summary_injected(self) -> bool:
@@ -229,6 +234,16 @@ def assemble(
     shape = _Shape.of(messages, kinds, groups, positions)
     head, tail = _layout(policy, summary, shape)
     used = summary if tail > head else None
+    if costs is None:
+        costs = [msgs.message_tokens(message, counter) for message in messages]
+    standin = None
+    refused = False
+    if used is not None:
+        standin = fence.summary_message(used.text, locale=locale, covered_count=used.covered_count)
+        replaced = sum(costs[position] for position in shape.positions[head:tail])
+        if msgs.message_tokens(standin, counter) >= replaced:  # it would add, not save: the turns stay
+            used, standin, refused = None, None, True
+            head, tail = _layout(policy, None, shape)
     trims: dict[int, dict[str, Any]] = {}
     if policy.enable_tool_output_trimming:
         trims = trimming.tool_output_trims(
@@ -242,16 +257,12 @@ def assemble(
         )
     summarised = set(shape.positions[head:tail])
     trims = {position: message for position, message in trims.items() if position not in summarised}
-    standin = None
-    if used is not None:
-        standin = fence.summary_message(used.text, locale=locale, covered_count=used.covered_count)
-    if costs is None:
-        costs = [msgs.message_tokens(message, counter) for message in messages]
     if used is None and not trims and msgs.Kind.INJECTED not in shape.kinds:
         untouched = _untouched(messages, costs, policy)
         if untouched is not None:
-            return untouched
-    return _assembled(messages, shape, (head, tail), used, standin, trims, costs, policy, locale, counter)
+            return dataclasses.replace(untouched, refused_summary=refused)
+    result = _assembled(messages, shape, (head, tail), used, standin, trims, costs, policy, locale, counter)
+    return dataclasses.replace(result, refused_summary=refused) if refused else result
 
 
 def _untouched(

@@ -10,6 +10,11 @@ they fit. What does not fit is left for the next summary: the summary then cover
 its key is the cumulative hash of the last turn it holds. When not even the first group fits, its
 messages go one by one, and when not even the first message fits, it is cut to the window
 (``truncated``): the summary always makes progress.
+
+With ``max_share``, the answer's budget is the summary's target (``lengths.summary_target``): a share
+of the tokens of the turns it will cover (the taken messages, plus ``covered_before_tokens``, what the
+turns the previous summary stood for cost), under ``max_summary_tokens``; the prompt asks for it and
+``max_output_tokens`` is set to it (0: the covered turns are too small to summarise).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any
 
 from echo.config import valves
 from echo.domain import tokens
-from echo.domain.compression import budgets, locales, planning, prompts
+from echo.domain.compression import budgets, lengths, locales, planning, prompts
 from echo.domain.compression import groups as grp
 from echo.domain.compression import messages as msgs
 
@@ -77,6 +82,8 @@ def fit_summary_input(
     style: prompts.Style = "balanced",
     locale: str = locales.DEFAULT_LOCALE,
     counter: msgs.TokenCounter = tokens.estimate_tokens,
+    max_share: float | None = None,
+    covered_before_tokens: int = 0,
 ) -> SummaryInput:
     """The prompt for ``plan``, whose turns are ``planned`` (in order), within ``window``."""
     if len(planned) != len(plan.hashes):
@@ -84,9 +91,11 @@ def fit_summary_input(
     previous = plan.previous.text if plan.previous is not None else None
     truncated = False
 
+    output_tokens = window.output_tokens
+
     def prompt_for(transcript: str, earlier: str | None) -> str:
         return prompts.build_summary_prompt(
-            transcript, earlier, style=style, max_summary_tokens=window.output_tokens, locale=locale
+            transcript, earlier, style=style, max_summary_tokens=output_tokens, locale=locale
         )
 
     base_tokens = counter(prompt_for("", previous))
@@ -117,6 +126,13 @@ def fit_summary_input(
             entries[0], truncated = shorter, True
         prompt = prompt_for("\n\n".join(entries[:taken]), previous)
         prompt_tokens = counter(prompt)
+    if max_share is not None:  # a smaller number in the prompt: it only gets shorter
+        covered = covered_before_tokens + sum(msgs.message_tokens(m, counter) for m in planned[:taken])
+        output_tokens = lengths.summary_target(
+            covered, max_share=max_share, max_summary_tokens=window.output_tokens, style=style
+        )
+        prompt = prompt_for("\n\n".join(entries[:taken]), previous)
+        prompt_tokens = counter(prompt)
     covered_count, covered_hash = plan.covered_after(taken)
     return SummaryInput(
         prompt=prompt,
@@ -125,6 +141,6 @@ def fit_summary_input(
         covered_hash=covered_hash,
         head_count=plan.head_count,
         prompt_tokens=prompt_tokens,
-        max_output_tokens=window.output_tokens,
+        max_output_tokens=output_tokens,
         truncated=truncated,
     )

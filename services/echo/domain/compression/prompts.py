@@ -17,7 +17,7 @@ from typing import Any, Literal
 from echo.domain.compression import locales
 from echo.domain.compression import messages as msgs
 
-__all__ = ["STYLES", "Style", "build_summary_prompt", "format_entry"]
+__all__ = ["STYLES", "Style", "build_summary_prompt", "format_entry", "style_of"]
 
 Style = Literal["aggressive", "balanced", "faithful"]
 
@@ -112,6 +112,15 @@ def format_entry(message: Mapping[str, Any], number: int) -> str:
     if msgs.role_of(message) == "tool" and isinstance(call_id, str):
         label += f" ({message.get('name') or call_id})"
     return f"[{number}] {label}: " + _defused("\n".join(line for line in lines if line))
+
+
+def style_of(instructions: str) -> Style | None:
+    """The ``compression_style`` a summary prompt's instructions were built with, None when they are
+    not a summary prompt (the offline provider reads it: it follows the style, not its wording)."""
+    for name in ("aggressive", "balanced", "faithful"):
+        if f"Style: {STYLES[name]}" in instructions:
+            return name
+    return None
 
 
 def build_summary_prompt(

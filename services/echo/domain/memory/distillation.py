@@ -1,13 +1,18 @@
 """Distillation of one window (seed 000): the prompt, the response schema, the answer's validation.
 
-Pure. The answer is one JSON object: ``summary`` (100–1000 words in the prompt; the validation
-accepts 1–1000, since a short window may hold one fact), ``memory_importance`` (1–5),
-``memory_id`` (a short technical id: lower-case letters, digits, ``_`` and ``-``), ``tags`` (3–5)
-and ``worth_remembering`` (false when the window holds nothing worth keeping: greetings, small
-talk, questions answered with general knowledge only — then no memory is made). ``validate``
-says what is wrong, field by field (a pydantic model of the answer, with the JSON types as they are:
-``"4"`` is no integer, ``1`` no boolean); the job asks the model once to repair an invalid answer,
-then dead-letters it with the raw text.
+Pure. The answer is one JSON object: ``worth_remembering`` (false when the window holds nothing worth
+keeping: greetings, small talk, questions answered with general knowledge only — then no memory is
+made) and ``memories``, at most ``MAX_FACTS`` of them, each one fact about the user (or another
+participant) in one or two sentences — ``fact`` (at most ``MAX_FACT_WORDS`` words and
+``MAX_MEMORY_TOKENS`` tokens, so that ten memories fit the default recall budget), and the seed's
+fields: ``memory_importance`` (1–5), ``memory_id`` (a short technical id: lower-case letters,
+digits, ``_`` and ``-``) and ``tags`` (3–5). Each becomes its own memory (the seed's merge policy
+applies to each). ``validate`` says what is wrong, field by field (a pydantic model of the answer,
+with the JSON types as they are: ``"4"`` is no integer, ``1`` no boolean); the job asks the model
+once to repair an invalid answer, then dead-letters it with the raw text, so a malformed answer never
+becomes a memory. Two shapes a weak model writes for the same content are read as it meant them: the
+bare list of memories, and one memory at the top level (``summary`` or ``fact`` beside the seed's
+fields).
 """
 
 from __future__ import annotations
@@ -21,12 +26,15 @@ from typing import Annotated, Any
 import pydantic
 import pydantic_core
 
+from echo.domain import tokens
 from echo.domain.memory import records
 from echo.errors import EchoError
 
 __all__ = [
     "DISTILLATION_SCHEMA",
-    "MAX_SUMMARY_WORDS",
+    "MAX_FACTS",
+    "MAX_FACT_WORDS",
+    "MAX_MEMORY_TOKENS",
     "InvalidDistillation",
     "distillation_prompt",
     "parse",
@@ -35,7 +43,24 @@ __all__ = [
     "validate",
 ]
 
-MAX_SUMMARY_WORDS = 1000
+MAX_FACTS = 10
+MAX_FACT_WORDS = 40
+MAX_MEMORY_TOKENS = 56  # ten memory lines (with their date, importance and tags) fit RECALL_MAX_TOKENS 800
+
+_MEMORY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "fact": {
+            "type": "string",
+            "description": f"one fact about the user, third person, at most {MAX_FACT_WORDS} words, names,"
+            " numbers and dates exact",
+        },
+        "memory_importance": {"type": "integer", "minimum": 1, "maximum": 5},
+        "memory_id": {"type": "string", "description": "short technical id, e.g. user_trip_japan_2026"},
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 5},
+    },
+    "required": ["fact", "memory_importance", "memory_id", "tags"],
+}
 
 DISTILLATION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -45,15 +70,9 @@ DISTILLATION_SCHEMA: dict[str, Any] = {
             "default": True,
             "description": "false when the conversation holds nothing worth remembering about the user",
         },
-        "summary": {
-            "type": "string",
-            "description": "100-1000 words: lasting facts, preferences, decisions and projects of the user",
-        },
-        "memory_importance": {"type": "integer", "minimum": 1, "maximum": 5},
-        "memory_id": {"type": "string", "description": "short technical id, e.g. user_trip_japan_2026"},
-        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 5},
+        "memories": {"type": "array", "items": _MEMORY_SCHEMA, "maxItems": MAX_FACTS},
     },
-    "required": ["worth_remembering", "summary", "memory_importance", "memory_id", "tags"],
+    "required": ["worth_remembering", "memories"],
 }
 
 
@@ -65,14 +84,12 @@ def _integral(value: object) -> object:
     return value
 
 
-class _Answer(pydantic.BaseModel):
-    """A distillation answer as ``validate`` checks it: ``DISTILLATION_SCHEMA`` plus the lengths that
-    Gemini's response schema cannot state. Other keys are ignored, as the schema allows them."""
+class _Fact(pydantic.BaseModel):
+    """One memory of an answer; other keys are ignored, as the schema allows them."""
 
     model_config = pydantic.ConfigDict(strict=True, frozen=True)  # no coercion: "4" is not 4
 
-    worth_remembering: bool
-    summary: str
+    fact: Annotated[str, pydantic.Field(min_length=1)]
     memory_importance: Annotated[int, pydantic.BeforeValidator(_integral), pydantic.Field(ge=1, le=5)]
     memory_id: Annotated[str, pydantic.Field(min_length=1, max_length=80)]
     tags: Annotated[
@@ -81,24 +98,36 @@ class _Answer(pydantic.BaseModel):
     ]
 
 
+class _Answer(pydantic.BaseModel):
+    """A distillation answer as ``validate`` checks it: ``DISTILLATION_SCHEMA`` plus the lengths that
+    a response schema cannot state."""
+
+    model_config = pydantic.ConfigDict(strict=True, frozen=True)
+
+    worth_remembering: bool
+    memories: Annotated[list[_Fact], pydantic.Field(max_length=MAX_FACTS)]
+
+
 _SLUG = re.compile(r"[^a-z0-9_-]+")
 _SHORT = reprlib.Repr()  # the value quoted in a problem, cut to about a line
 _SHORT.maxstring = _SHORT.maxother = 60
 
-_SYSTEM = """You maintain the long-term memory of an assistant about one user.
-Read the conversation excerpt and write what is worth remembering about the user for future,
-unrelated conversations: durable facts (identity, relations, places, dates, events), preferences,
-decisions, goals, projects and their state, constraints. Keep names, numbers and dates exactly.
-Write in the conversation's language, in the third person, as plain prose (100 to 1000 words;
-fewer when there is little to keep). Do not record the assistant's general knowledge, jokes,
-greetings or small talk.
-If nothing is worth remembering, answer worth_remembering=false (the other fields may then be
-short placeholders).
-memory_importance: 1 trivia, 2 minor preference, 3 useful fact, 4 important fact or project,
-5 critical (health, safety, commitments, identity).
-memory_id: a short technical id in snake_case that names the topic.
-tags: 3 to 5 short lower-case keywords.
-Answer with one JSON object only."""
+_SYSTEM = f"""You maintain the long-term memory of an assistant about one user.
+Read the conversation excerpt and list the facts worth remembering about the user (and the people
+they speak of) for future, unrelated conversations: durable facts (identity, relations, places,
+dates, events), preferences, decisions, goals, projects and their state, constraints.
+Write each fact as its own memory: one or two short sentences in the third person, at most
+{MAX_FACT_WORDS} words, that make sense alone (name who it is about; give the date when the
+conversation states one, not "yesterday"). Keep names, numbers and dates exactly. Write in the
+conversation's language. No narrative of the conversation, no summary of what was said: facts.
+At most {MAX_FACTS} memories; fewer when there is little to keep. Do not record the assistant's
+general knowledge, jokes, greetings or small talk.
+If nothing is worth remembering, answer worth_remembering=false and memories=[].
+For each memory: memory_importance 1 trivia, 2 minor preference, 3 useful fact, 4 important fact or
+project, 5 critical (health, safety, commitments, identity); memory_id a short technical id in
+snake_case that names the fact; tags 3 to 5 short lower-case keywords.
+Answer with one JSON object only: {{"worth_remembering": true, "memories": [{{"fact": "...",
+"memory_importance": 3, "memory_id": "...", "tags": ["...", "...", "..."]}}]}}"""
 
 
 class InvalidDistillation(EchoError):
@@ -132,8 +161,25 @@ def _problem(error: pydantic_core.ErrorDetails) -> str:
     return f"{where}: {error['msg']}, got {_SHORT.repr(error['input'])}"
 
 
+def _shaped(answer: object) -> object:
+    """The answer in the schema's shape where a weak model wrote the same content another way: the
+    bare list of memories, or one memory at the top level (``summary`` for ``fact``, as the seed's
+    single-memory answer names it)."""
+    if isinstance(answer, list):
+        return {"worth_remembering": bool(answer), "memories": answer}
+    if isinstance(answer, Mapping) and "memories" not in answer:
+        single = dict(answer)
+        if "fact" not in single and isinstance(single.get("summary"), str):
+            single["fact"] = single.pop("summary")
+        if "fact" in single:
+            remembered = single.pop("worth_remembering", True)
+            return {"worth_remembering": remembered, "memories": [single] if remembered is not False else []}
+    return answer
+
+
 def _checked(answer: object) -> tuple[_Answer | None, list[str]]:
     """The answer checked (None when it is invalid), and its problems, one per field at fault."""
+    answer = _shaped(answer)
     if not isinstance(answer, Mapping):
         return None, [f"(answer): expected a JSON object, got {type(answer).__name__}"]
     try:
@@ -143,13 +189,18 @@ def _checked(answer: object) -> tuple[_Answer | None, list[str]]:
     if not checked.worth_remembering:
         return checked, []
     problems = []
-    words = len(checked.summary.split())
-    if words == 0:
-        problems.append("summary: empty")
-    elif words > MAX_SUMMARY_WORDS:
-        problems.append(f"summary: {words} words, at most {MAX_SUMMARY_WORDS}")
-    if not _SLUG.sub("", checked.memory_id.strip().lower().replace(" ", "_")):
-        problems.append("memory_id: no letter or digit")
+    if not checked.memories:
+        problems.append("memories: empty, but worth_remembering is true")
+    for index, fact in enumerate(checked.memories):
+        words = len(fact.fact.split())
+        if words == 0:
+            problems.append(f"memories.{index}.fact: empty")
+        elif words > MAX_FACT_WORDS:
+            problems.append(f"memories.{index}.fact: {words} words, at most {MAX_FACT_WORDS}")
+        elif tokens.estimate_tokens(fact.fact) > MAX_MEMORY_TOKENS:
+            problems.append(f"memories.{index}.fact: longer than {MAX_MEMORY_TOKENS} tokens")
+        if not _SLUG.sub("", fact.memory_id.strip().lower().replace(" ", "_")):
+            problems.append(f"memories.{index}.memory_id: no letter or digit")
     return (None if problems else checked), problems
 
 
@@ -162,26 +213,35 @@ def _slug(text: str) -> str:
     return _SLUG.sub("", text.strip().lower().replace(" ", "_"))[:64] or "memory"
 
 
-def parse(answer: object) -> records.Distilled | None:
-    """The distilled memory, or None when the window holds nothing worth remembering.
+def _distilled(fact: _Fact) -> records.Distilled:
+    tags: list[str] = []
+    for tag in fact.tags:
+        cleaned = " ".join(tag.strip().lower().split())
+        if cleaned and cleaned not in tags:
+            tags.append(cleaned)
+    return records.Distilled(
+        summary=" ".join(fact.fact.split()),
+        importance=fact.memory_importance,
+        memory_id=_slug(fact.memory_id),
+        tags=tuple(tags),
+    )
+
+
+def parse(answer: object) -> list[records.Distilled]:
+    """The window's memories, in order, each fact once (empty when nothing is worth remembering).
 
     Raises ``InvalidDistillation`` when ``validate`` finds problems."""
     checked, problems = _checked(answer)
     if checked is None:
         raise InvalidDistillation(problems)
     if not checked.worth_remembering:
-        return None
-    tags: list[str] = []
-    for tag in checked.tags:
-        cleaned = " ".join(tag.strip().lower().split())
-        if cleaned and cleaned not in tags:
-            tags.append(cleaned)
-    return records.Distilled(
-        summary=checked.summary.strip(),
-        importance=checked.memory_importance,
-        memory_id=_slug(checked.memory_id),
-        tags=tuple(tags),
-    )
+        return []
+    out: list[records.Distilled] = []
+    for fact in checked.memories:
+        distilled = _distilled(fact)
+        if all(d.summary.lower() != distilled.summary.lower() for d in out):
+            out.append(distilled)
+    return out
 
 
 def raw_text(answer: object) -> str:

@@ -1,11 +1,13 @@
 """Merging two memories of one topic: the LLM prompt, and the offline merge. Pure.
 
-The model is asked to keep every fact of both and to say, where the new memory replaces an old fact
+The model is asked to keep the facts of both and to say, where the new memory replaces an old fact
 (a moved city, a changed plan), that it replaced it ("previously …"), so the merged text keeps the
-history and the earlier version stays in the memory's history too. Without a model the offline
-merge keeps every sentence of the old memory and adds the new memory's sentences that are not
-already there (near-duplicates by word overlap), within ``MAX_SUMMARY_WORDS`` (oldest sentences of
-the old memory go first when over).
+history and the earlier version stays in the memory's history too — within the size of one memory
+(``distillation.MAX_FACT_WORDS`` words, ``MAX_MEMORY_TOKENS`` tokens): a merged memory is still a
+fact, not a growing narrative. Without a model the offline merge keeps every sentence of the old
+memory and adds the new memory's sentences that are not already there (near-duplicates by word
+overlap); over the size, the old memory's sentences go first, oldest first, then the new text is
+cut (the replaced version stays in the memory's history).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from echo.domain import tokens
 from echo.domain.memory import distillation
 
 __all__ = ["MERGE_SCHEMA", "merge_prompt", "offline_merge", "parse_merge"]
@@ -26,11 +29,11 @@ MERGE_SCHEMA: dict[str, Any] = {
 }
 
 _SYSTEM = """You maintain the long-term memory of an assistant about one user.
-Merge the two memories below into one text about the same topic. Keep every fact of both:
-names, numbers, dates, preferences, decisions. When the new memory contradicts or updates the old
-one, keep the new fact and say what it replaced (for example "moved to Lyon in 2026, previously
-lived in Paris"). Write in the memories' language, in the third person, as plain prose of at most
-1000 words. Answer with one JSON object: {"summary": "..."}."""
+Merge the two memories below into one memory about the same fact. Keep names, numbers, dates,
+preferences and decisions of both. When the new memory contradicts or updates the old one, keep the
+new fact and say what it replaced (for example "moved to Lyon in 2026, previously lived in Paris").
+Write in the memories' language, in the third person, one or two sentences of at most
+%d words. Answer with one JSON object: {"summary": "..."}."""
 
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -38,7 +41,8 @@ _DUPLICATE_OVERLAP = 0.8
 
 
 def merge_prompt(old: str, new: str) -> tuple[str, str]:
-    return _SYSTEM, f"<old_memory>\n{old}\n</old_memory>\n\n<new_memory>\n{new}\n</new_memory>"
+    system = _SYSTEM % distillation.MAX_FACT_WORDS
+    return system, f"<old_memory>\n{old}\n</old_memory>\n\n<new_memory>\n{new}\n</new_memory>"
 
 
 def parse_merge(answer: object) -> str:
@@ -49,11 +53,12 @@ def parse_merge(answer: object) -> str:
     if not isinstance(summary, str) or not summary.strip():
         raise distillation.InvalidDistillation(["summary: expected a non-empty string"])
     words = len(summary.split())
-    if words > distillation.MAX_SUMMARY_WORDS:
+    too_long = tokens.estimate_tokens(summary) > distillation.MAX_MEMORY_TOKENS
+    if words > distillation.MAX_FACT_WORDS or too_long:
         raise distillation.InvalidDistillation(
-            [f"summary: {words} words, at most {distillation.MAX_SUMMARY_WORDS}"]
+            [f"summary: {words} words, at most {distillation.MAX_FACT_WORDS} (one memory)"]
         )
-    return summary.strip()
+    return " ".join(summary.split())
 
 
 def _sentences(text: str) -> list[str]:
@@ -71,14 +76,25 @@ def _known(sentence: str, kept: list[set[str]]) -> bool:
     return any(len(words & other) >= _DUPLICATE_OVERLAP * len(words) for other in kept)
 
 
-def offline_merge(old: str, new: str, max_words: int = distillation.MAX_SUMMARY_WORDS) -> str:
-    """Every sentence of ``old``, then the sentences of ``new`` it does not already hold."""
+def offline_merge(old: str, new: str, max_tokens: int = distillation.MAX_MEMORY_TOKENS) -> str:
+    """The sentences of ``old``, then those of ``new`` it does not already hold, within
+    ``max_tokens`` (the old ones go first, oldest first; a new text still too long is cut)."""
     merged = _sentences(old)
     kept = [_words(s) for s in merged]
+    added = 0
     for sentence in _sentences(new):
         if not _known(sentence, kept):
             merged.append(sentence)
             kept.append(_words(sentence))
-    while len(merged) > 1 and sum(len(s.split()) for s in merged) > max_words:
+            added += 1
+    olds = len(merged) - added
+    while olds > 0 and added and tokens.estimate_tokens(" ".join(merged)) > max_tokens:
         merged.pop(0)
-    return " ".join(merged)
+        olds -= 1
+    text = " ".join(merged)
+    if tokens.estimate_tokens(text) <= max_tokens:
+        return text
+    words = text.split()
+    while len(words) > 1 and tokens.estimate_tokens(" ".join(words) + "…") > max_tokens:
+        words.pop()
+    return " ".join(words) + "…"

@@ -8,32 +8,48 @@ the minimum similarity are never injected. The best are taken in rank order whil
 budget, and rendered as one ``<echo_memories>`` block, fenced as background history and not
 instructions in the conversation's language (the locales of ``echo.domain.compression.locales``); any
 ``echo_memories`` tag inside a memory is defused so it cannot close the fence.
+
+What the request already holds is never recalled: a memory whose every source message (the invariant
+hashes of the windows it was distilled from, ``sources``, as the point's payload carries them) is
+among the messages the request carries, or covered by the summary it carries when that summary
+states it too (``echo.domain.memory.context.holds``). So a chat's own memories come back only once
+their messages have left its context; a memory merged with
+windows from elsewhere, or whose sources are unknown (points written before sources were kept), may
+come back. Sources are the first ``SOURCE_CHARS`` hex digits of each hash (64 bits: a collision only
+hides one memory for one turn), at most ``MAX_SOURCES`` of them; a memory of more keeps none.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from echo.domain.compression import locales
 
 __all__ = [
     "IMPORTANCE_WEIGHT",
+    "MAX_SOURCES",
     "MEMORIES_TAG",
     "RECENCY_HALF_LIFE_DAYS",
     "RECENCY_WEIGHT",
+    "SOURCE_CHARS",
     "Candidate",
+    "candidate",
     "memories_block",
     "rank",
     "select",
+    "source_ids",
 ]
 
 MEMORIES_TAG = "echo_memories"
 IMPORTANCE_WEIGHT = 0.1
 RECENCY_WEIGHT = 0.05
 RECENCY_HALF_LIFE_DAYS = 30.0
+SOURCE_CHARS = 16
+MAX_SOURCES = 256
 _DAY = 86400.0
 _FENCE_TAG = re.compile(r"<(/?)(echo_memories)\b", re.IGNORECASE)
 
@@ -79,12 +95,44 @@ class Candidate:
     importance: int
     updated_at: float
     tags: tuple[str, ...] = ()
+    sources: frozenset[str] | None = None  # the source messages' hash prefixes; None: unknown
+    chat_id: str | None = None  # the chat it was distilled from
 
     def rank_score(self, now: float) -> float:
         age_days = max(0.0, now - self.updated_at) / _DAY
         importance = (min(5, max(1, self.importance)) - 1) / 4
         recency: float = 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)  # typeshed: float ** float is Any
         return self.similarity + IMPORTANCE_WEIGHT * importance + RECENCY_WEIGHT * recency
+
+
+def candidate(
+    id: str, similarity: float, payload: Mapping[str, Any], chat_id: str | None = None
+) -> Candidate:
+    """A vector hit as a candidate: its payload as the distill job writes it (``point_payload``)."""
+    tags = payload.get("tags")
+    return Candidate(
+        id=id,
+        summary=str(payload.get("summary") or ""),
+        similarity=float(similarity),
+        importance=int(payload.get("memory_importance") or 1),
+        updated_at=float(payload.get("timestamp") or 0.0),
+        tags=tuple(str(t) for t in tags) if isinstance(tags, list) else (),
+        sources=_sources(payload.get("sources")),
+        chat_id=chat_id,
+    )
+
+
+def _sources(value: object) -> frozenset[str] | None:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        return None
+    return frozenset(value)
+
+
+def source_ids(invariants: Iterable[str]) -> list[str] | None:
+    """The sources a point's payload keeps for these invariant hashes, in order, each once; None
+    when there are more than ``MAX_SOURCES``."""
+    out = list(dict.fromkeys(invariant[:SOURCE_CHARS] for invariant in invariants))
+    return out if len(out) <= MAX_SOURCES else None
 
 
 def rank(
@@ -97,27 +145,43 @@ def rank(
 
 
 def _line(candidate: Candidate) -> str:
+    """One memory as the block shows it: its day, its importance, its text (tags stay out: they
+    cost tokens and tell the model nothing the text does not)."""
     day = time.strftime("%Y-%m-%d", time.gmtime(candidate.updated_at))
-    tags = f"; {', '.join(candidate.tags)}" if candidate.tags else ""
     text = _FENCE_TAG.sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}", " ".join(candidate.summary.split()))
-    return f"- [{day}, importance {candidate.importance}{tags}] {text}"
+    return f"- [{day}, importance {candidate.importance}] {text}"
 
 
 def select(
-    ranked: Sequence[Candidate], *, budget_tokens: int, limit: int, counter: Callable[[str], int]
+    ranked: Sequence[Candidate],
+    *,
+    budget_tokens: int,
+    limit: int,
+    counter: Callable[[str], int],
+    chat_id: str | None = None,
+    chat_budget: int | None = None,
 ) -> list[Candidate]:
     """The best ranked memories, in order, whose lines fit ``budget_tokens`` together (at most ``limit``).
 
-    A memory that alone exceeds what is left is skipped, so a long one never crowds out the rest."""
+    With ``chat_budget``, the memories of the request's own chat (``chat_id``) must also fit it, fence
+    included: what a chat recalls of itself stands in for turns it no longer carries, so it may take no
+    more than the room compression freed. Memories of other chats are what the request would not hold
+    otherwise and keep to ``budget_tokens`` alone. A memory that alone exceeds what is left is
+    skipped, so a long one never crowds out the rest."""
     chosen: list[Candidate] = []
-    left = budget_tokens - counter(GUARDS["en-US"]) - 16  # the fence and its guard
+    fence = counter(GUARDS["en-US"]) + 16  # the fence and its guard
+    left = budget_tokens - fence
+    chat_left = None if chat_budget is None else chat_budget - fence
     for candidate in ranked:
         if len(chosen) >= limit:
             break
         cost = counter(_line(candidate))
-        if cost <= left:
+        own = chat_left is not None and chat_id is not None and candidate.chat_id == chat_id
+        if cost <= left and (not own or cost <= (chat_left or 0)):
             chosen.append(candidate)
             left -= cost
+            if own and chat_left is not None:
+                chat_left -= cost
     return chosen
 
 

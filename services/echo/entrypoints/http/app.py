@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
 import structlog
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -111,9 +112,8 @@ def create_app(
             base_url=settings.gemini_base_url,
             timeout_s=settings.llm_timeout_seconds,
         )
-    keys = security.Keys(
-        *(key.get_secret_value() if key else None for key in (settings.api_key, settings.admin_key))
-    )
+    secrets = tuple(key.get_secret_value() if key else None for key in (settings.api_key, settings.admin_key))
+    keys = security.Keys(*secrets)
     if not keys.required(security.HOOKS):
         log.warning("auth_disabled", reason="ECHO_API_KEY is not set: every caller of the hooks is trusted")
     if settings.admin_key is None and keys.required(security.ADMIN):
@@ -202,43 +202,47 @@ def create_app(
         *(getattr(route, "path", None) for route in ops_router.routes), tools.OPENAPI_PATH, app.openapi_url
     )
     app.include_router(ops_router)
-    app.include_router(tools.build_tools_router(keys))
+    app.include_router(_tools_router(*secrets))
+    # Each router is built once and included under both prefixes (building its routes is most of
+    # what making the app costs; an included router is referenced, not copied).
+    memories_router = memories.build_memories_router(max_body_bytes=settings.max_body_bytes)
+    chats_router = chats.build_chats_router(config, max_body_bytes=settings.max_body_bytes)
+    protocol_router = protocol.build_protocol_router(
+        filter_set=filter_set,
+        config=config,
+        max_body_bytes=settings.max_body_bytes,
+        pipes_enabled=chat is not None,
+    )
+    pipe_router = None
+    if chat is not None:
+        pipe_router = pipe.build_pipe_router(
+            chat=chat,
+            pipe_ids=set(filter_set.pipes),
+            max_body_bytes=settings.max_body_bytes,
+            on_masked=_count_masked("pipe"),
+            options=pipe_options,
+            tools=pipe_tools,
+        )
     for prefix in ("", "/v1"):
-        memories_router = memories.build_memories_router(max_body_bytes=settings.max_body_bytes)
         rules.admin(memories_router, prefix)
         app.include_router(memories_router, prefix=prefix, dependencies=administered, responses=admin_errors)
-        chats_router = chats.build_chats_router(config, max_body_bytes=settings.max_body_bytes)
         rules.admin(chats_router, prefix)
         rules.unread(f"{prefix}/pipelines/{{action}}")  # always a 405 saying why (Open WebUI's upload form)
         # before the protocol's `/{id}/filter/{phase}`, which `/chats/filter/…` matches
         app.include_router(chats_router, prefix=prefix, dependencies=administered, responses=admin_errors)
-        app.include_router(
-            protocol.build_protocol_router(
-                filter_set=filter_set,
-                config=config,
-                max_body_bytes=settings.max_body_bytes,
-                pipes_enabled=chat is not None,
-            ),
-            prefix=prefix,
-            dependencies=protected,
-            responses=unauthorized,
-        )
-        if chat is not None:
-            app.include_router(
-                pipe.build_pipe_router(
-                    chat=chat,
-                    pipe_ids=set(filter_set.pipes),
-                    max_body_bytes=settings.max_body_bytes,
-                    on_masked=_count_masked("pipe"),
-                    options=pipe_options,
-                    tools=pipe_tools,
-                ),
-                prefix=prefix,
-                dependencies=protected,
-                responses=unauthorized,
-            )
+        app.include_router(protocol_router, prefix=prefix, dependencies=protected, responses=unauthorized)
+        if pipe_router is not None:
+            app.include_router(pipe_router, prefix=prefix, dependencies=protected, responses=unauthorized)
     _document_the_edge(app)
     return app
+
+
+@functools.lru_cache(maxsize=8)
+def _tools_router(hooks_key: str | None, admin_key: str | None) -> APIRouter:
+    """The tool routes and their OpenAPI document for these keys, built once per process and shared by
+    every app made with the same keys: they keep nothing of an app (a call reaches the backends of its
+    request's app), and building them is a third of what making an app costs."""
+    return tools.build_tools_router(security.Keys(hooks_key, admin_key))
 
 
 # The memory-management API's refusals (DESIGN §3): its own key, apart from the hooks' key.

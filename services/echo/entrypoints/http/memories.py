@@ -35,12 +35,11 @@ from typing_extensions import TypedDict  # pydantic needs this TypedDict before 
 
 from echo.adapters.store import errors as store_errors
 from echo.adapters.store import memories
-from echo.capabilities.memory import forgetting
+from echo.capabilities.memory import forgetting, user_tools
 from echo.capabilities.memory import search as memory_search
 from echo.entrypoints.http import openapi_docs, wire
 from echo.errors import EchoError
 from echo.ports import backends as backends_port
-from echo.ports import vectors as vectors_base
 
 __all__ = [
     "SEARCH_REQUEST",
@@ -201,16 +200,10 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
 
     @router.delete("/memories/{memory_id}", response_model=MemoryDeleted, responses=_errors(404, 422, 503))
     async def delete_memory(request: Request, memory_id: MemoryId, user_id: UserId) -> MemoryDeleted:
-        backends = backends_of(request)
-        repositories = store_of(request)
-        store = repositories.memories
-        try:
-            async with repositories.transactions.transaction() as connection:
-                await store.user_lock(connection, user_id)
-                deleted = await store.delete(user_id, memory_id, connection=connection)
-                vectors = await backends.index.vectors() if backends.index is not None else None
-                if deleted and vectors is not None:  # not ready yet: the point goes with its user
-                    await vectors.delete(vectors_base.Kind.MEMORY, [memory_id], user_id=user_id)
+        try:  # the vector store not ready yet: the point goes with its user (DELETE /users/{id})
+            deleted = await user_tools.forget_memory(
+                backends_of(request), user_id, memory_id, vectors_required=False
+            )
         except EchoError as error:
             raise _unavailable(error) from error
         if not deleted:

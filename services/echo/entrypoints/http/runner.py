@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -100,12 +99,12 @@ async def run_hook(
     large = wire.body_size() >= wire.THREAD_BYTES
 
     async def rendered(result: dict[str, Any]) -> bytes:
-        return await _render(result, large)
+        return await _render(result, large, known=body)
 
     async def rendered_fallback(fallback: dict[str, Any]) -> bytes:
         # The body came from our own parser (no NaN, integers Python reads), so only its depth can fail.
         try:
-            return await _render(fallback, large)
+            return await _render(fallback, large, known=body)
         except RecursionError as error:
             raise wire.too_deep() from error
 
@@ -178,7 +177,7 @@ async def run_chain(
                 candidate, event = _fallback(flt, candidate, ctx, "failed")
             events.append(event)
         try:
-            return await _render(candidate, large), events
+            return await _render(candidate, large, known=body), events
         except (ValueError, TypeError, RecursionError):
             log.warning("chain_stage_unwritable", stage=last, returned="an earlier stage")
     raise wire.too_deep()
@@ -265,40 +264,19 @@ async def _check(result: dict[str, Any], given: dict[str, Any], large: bool) -> 
         await _render(result, large)  # raises ValueError, TypeError or RecursionError
 
 
-_MAX_INT_BITS = 14_000  # below the 4,300 digits Python writes an int with by default
+# What `render_json` surely carries beside a value it carries (see `wire.carried_beside`): the checks
+# of `run_chain` between filters. The render of an answer checks again on its own (`wire.render_body`).
+_carriable = wire.carried_beside
 
 
-def _carriable(new: Any, old: Any) -> bool:
-    """True when `render_json` surely carries `new`, given that it carries `old`: what `new` shares
-    with `old` (the same object, or in a list an item of the old list) is not walked again. False
-    means "not sure" (a type JSON may not carry, a non-text key), never "surely not"."""
-    if new is old:
-        return True
-    kind = type(new)
-    if kind is str or kind is bool or new is None:
-        return True
-    if kind is int:
-        return bool(new.bit_length() < _MAX_INT_BITS)
-    if kind is float:
-        return math.isfinite(new)
-    if kind is dict:
-        before = old if type(old) is dict else {}
-        for key, value in new.items():
-            if type(key) is not str or not _carriable(value, before.get(key)):
-                return False
-        return True
-    if kind is list:
-        shared = {id(item) for item in old if type(item) in (dict, list)} if type(old) is list else set()
-        return all(id(item) in shared or _carriable(item, None) for item in new)
-    return False
-
-
-async def _render(value: dict[str, Any], large: bool) -> bytes:
+async def _render(value: dict[str, Any], large: bool, known: Any = None) -> bytes:
     """`wire.render_json(value)`; for the answer to a large request, on a worker thread in bounded
-    steps (`stepwise_json`: the C encoder would hold the GIL, and so the loop, for the whole body)."""
-    if not large:
-        return wire.render_json(value)
-    return await offload.to_thread(stepwise_json.render, value)
+    steps (`stepwise_json`: the C encoder would hold the GIL, and so the loop, for the whole body).
+
+    `known`: a value JSON surely carries (the parsed request body), see `wire.render_body`."""
+    if large:
+        return await offload.to_thread(stepwise_json.render, value)
+    return wire.render_body(value, known)
 
 
 async def _fallen_back(

@@ -1,0 +1,503 @@
+"""What ECHO's context is worth on LoCoMo: tokens sent, memory recall, and retention after compression.
+
+Each LoCoMo conversation (`../shared/data/locomo/`, else `tests/fixtures/locomo/`; `--data DIR`) is
+played as one user's chat through echo-hooks as `echoctl serve` runs it, in this process: the real app
+(`create_app` over `open_runtime`), the offline LLM, the packaged MiniLM embedder, Qdrant local mode,
+PostgreSQL (ECHO_DATABASE_URL, else an embedded one), the in-process worker. Every turn goes through
+the public surface Open WebUI's Function calls: `POST /hooks/inlet` with the branch so far, the
+recorded reply, `POST /hooks/outlet`; then the bench waits until the queue is idle, so each turn finds
+the summaries and memories a real deployment would have by then. Compression runs with a small
+window (`--threshold`, `--max-context`, set through `POST /echo_compression/valves/update`) so that
+LoCoMo's 15–25 k-token chats are compressed at all; every other valve is the default.
+
+Each conversation is judged twice: after its first 30 turns (the short chat) and after all of them
+(the long chat), a turn being one request (a user message and its reply). At each point:
+
+(a) tokens per turn: the messages Open WebUI would send without ECHO (the whole branch) against the
+    body the inlet answers (estimated as ECHO estimates them), at every turn of the short chat and every
+    `--every`-th turn after; ECHO's AEC block (`<environnement_contexte>`, a fixed-size addition)
+    is counted apart. Goal: with ECHO never more than without, the AEC block aside.
+(b) memory recall: for each QA pair (categories 1–4, evidence already played) its question is sent as
+    the next user message; the `<echo_memories>` block the inlet injects is scored by answer recall
+    (`bench/locomo.py`: at least half of the answer's content words in it), against raw-turn
+    retrieval: every played message embedded with the same MiniLM, the nearest to the question taken
+    in order while they fit `echo_memory`'s recall budget (`RECALL_MAX_TOKENS`, read from
+    `GET /echo_memory/valves`). Goal: ECHO at least the baseline, on every conversation. Beside
+    them, `POST /tools/search_memories` (the model's tool, `RECALL_TOP_K` memories) filled to the same
+    budget: what the memories hold, whether or not the inlet had room to inject them.
+(c) retention: the same inlet answer as the final context (the question's own text left out) against
+    plain truncation of what Open WebUI would send (system messages, the question, then the newest
+    messages that fit) to the same token count. Goal on the long chats: ECHO at least 1.5x truncation.
+    "compression only" scores the answer without its memories block, truncation at that size.
+
+    .venv/bin/python bench/quality.py [--quick] [--data DIR] [--conversations 26,30,44] [--every 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import locomo
+import numpy as np
+import stores
+
+from echo.adapters.embeddings import factory as embeddings_factory
+from echo.adapters.embeddings import local
+from echo.adapters.store import pool, testing
+from echo.config import tenancy
+from echo.config import valves as valves_module
+from echo.config.settings import Settings
+from echo.domain import tokens, transcripts
+from echo.domain.aec import rendering as aec_rendering
+from echo.domain.compression import messages as msgs
+from echo.domain.memory import recall
+from echo.entrypoints import runtime
+from echo.entrypoints.http import create_app
+from echo.entrypoints.replay import driver
+from echo.queue import queue
+from echo.support import supervision
+
+KEY = "bench-quality-key"
+SHORT_TURNS = 30
+RETENTION_GOAL = 1.5
+_MEMORIES = re.compile(rf"<{recall.MEMORIES_TAG}\b.*?</{recall.MEMORIES_TAG}\s*>\s*", re.DOTALL)
+_AEC = re.compile(  # with the blank line that parts it from the user's text
+    rf"{re.escape(aec_rendering.BLOCK_OPEN)}.*?{re.escape(aec_rendering.BLOCK_CLOSE)}\s*", re.DOTALL
+)
+
+
+@dataclass
+class Point:
+    """One chat judged: a conversation after ``turns`` turns."""
+
+    name: str
+    turns: int
+    without: list[int] = field(default_factory=list)  # tokens per sampled turn, Open WebUI alone
+    with_echo: list[int] = field(default_factory=list)  # tokens the inlet answered, same turns
+    aec: list[int] = field(default_factory=list)  # of which the AEC block
+    questions: int = 0
+    memory_hits: int = 0
+    search_hits: int = 0  # search_memories at the recall budget
+    raw_hits: int = 0
+    block_tokens: list[int] = field(default_factory=list)
+    echo_kept: int = 0
+    truncation_kept: int = 0
+    compression_kept: int = 0
+    compression_truncation_kept: int = 0
+    final_tokens: list[int] = field(default_factory=list)
+    full_tokens: list[int] = field(default_factory=list)
+
+    @property
+    def excess(self) -> int:
+        """The most a sampled turn sent with ECHO over without, the AEC block aside."""
+        return max((w - a - o for w, a, o in zip(self.with_echo, self.aec, self.without, strict=True)),
+                   default=0)  # fmt: skip
+
+
+class Service:
+    """echo-hooks in this process, reached through httpx's ASGI transport with the hooks' key."""
+
+    def __init__(self, http: httpx.AsyncClient, store: pool.Store) -> None:
+        self.http = http
+        self.jobs = queue.JobQueue(store)
+        self.drain = driver.QueueDrain(self.jobs, within=300)
+
+    async def outcomes(self) -> Counter[str]:
+        """Jobs of the tenant so far, by kind and state ("distill dead": 3)."""
+        return Counter({f"{d.kind} {d.state.value}": d.jobs for d in await self.jobs.depths()})
+
+    async def hook(self, phase: str, body: Mapping[str, Any], user: Mapping[str, Any]) -> dict[str, Any]:
+        answer = await self.http.post(f"/hooks/{phase}", json={"body": dict(body), "user": dict(user)})
+        answer.raise_for_status()
+        found: dict[str, Any] = answer.json()
+        return found
+
+    async def search_memories(self, user_id: str, query: str, k: int) -> list[str]:
+        """What the tool `search_memories` answers the model: the memories' texts, nearest first."""
+        answer = await self.http.post(
+            "/tools/search_memories", json={"query": query, "k": k}, headers={"x-openwebui-user-id": user_id}
+        )
+        answer.raise_for_status()
+        return [str(found["summary"]) for found in answer.json()["memories"]]
+
+    async def idle(self) -> None:
+        if not await self.drain():
+            raise RuntimeError("the job queue did not drain in 300 s")
+
+
+@contextlib.asynccontextmanager
+async def serving(dsn: str, workdir: Path, compression: Mapping[str, Any]) -> AsyncIterator[Service]:
+    tenant = f"bench-quality-{uuid.uuid4().hex[:8]}"
+    settings = Settings(
+        data_dir=workdir / "echo",
+        database_url=dsn,
+        tenant=tenant,
+        inprocess_worker=True,
+        qdrant_path=workdir / "qdrant",
+        api_key=KEY,
+        llm_provider="offline",
+        log_level="ERROR",
+        job_poll_seconds=0.2,
+    )
+    supervisor = supervision.Supervisor()
+    app = create_app(
+        settings, backends=lambda s: runtime.open_runtime(s, supervisor=supervisor), supervisor=supervisor
+    )
+    transport = httpx.ASGITransport(app)
+    try:
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(
+                transport=transport,
+                base_url="http://echo-hooks",
+                headers={"Authorization": f"Bearer {KEY}"},
+                timeout=120,
+            ) as http,
+        ):
+            deadline = time.monotonic() + 120
+            while (await http.get("/readyz")).status_code != 200:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"echo-hooks not ready: {(await http.get('/readyz')).text}")
+                await asyncio.sleep(0.2)
+            updated = await http.post("/echo_compression/valves/update", json=dict(compression))
+            updated.raise_for_status()
+            store = await pool.Store.open(dsn, schema=tenancy.schema_for(tenant), max_size=2)
+            try:
+                yield Service(http, store)
+            finally:
+                await store.close()
+    finally:
+        await testing.drop_schema(dsn, tenancy.schema_for(tenant))
+
+
+def _text(message: Mapping[str, Any]) -> str:
+    return msgs.content_text(message.get("content"))
+
+
+def _memories_block(answer_messages: Sequence[Mapping[str, Any]]) -> str:
+    """The memories block the inlet put in its last user message ("" when none)."""
+    last = next((m for m in reversed(answer_messages) if m.get("role") == "user"), None)
+    found = _MEMORIES.search(_text(last)) if last is not None else None
+    return found.group(0) if found else ""
+
+
+def _context_words(messages: Sequence[Mapping[str, Any]], extra: str = "") -> set[str]:
+    """The words of every message but the last (the question) and of ``extra``."""
+    return locomo.words_of("\n".join([*(_text(m) for m in messages[:-1]), extra]))
+
+
+def _without(messages: Sequence[Mapping[str, Any]], block: re.Pattern[str]) -> list[Mapping[str, Any]]:
+    """``messages`` with ``block`` taken out of the last user message (where ECHO puts its blocks)."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    return [{**m, "content": block.sub("", _text(m), count=1)} if i == last else m
+            for i, m in enumerate(messages)]  # fmt: skip
+
+
+class Replay:
+    """One conversation through the service, judged after its short and long chat."""
+
+    def __init__(
+        self,
+        service: Service,
+        embedder: local.LocalEmbedder,
+        transcript: transcripts.Transcript,
+        *,
+        every: int,
+        recall_budget: int,
+        recall_k: int,
+    ) -> None:
+        self.service = service
+        self.embedder = embedder
+        self.transcript = transcript
+        self.every = every
+        self.recall_budget = recall_budget
+        self.recall_k = recall_k
+        self.user = {"id": f"quality-{transcript.id}-{uuid.uuid4().hex[:6]}", "name": "bench", "role": "user"}
+        self.vectors: dict[str, np.ndarray] = {}
+
+    def _sampled(self, turn: int, last: int) -> bool:
+        return turn <= SHORT_TURNS or turn == last or turn % self.every == 0
+
+    async def run(self, checkpoints: Sequence[int]) -> list[Point]:
+        exchanges = self.transcript.exchanges
+        points = {turns: Point(self.transcript.id, turns) for turns in checkpoints}
+        history: list[transcripts.Message] = []
+        for turn, exchange in enumerate(exchanges, start=1):
+            history.extend(exchange.sent)
+            if self._sampled(turn, len(exchanges)):
+                await self._measure_turn(history, turn, [p for t, p in points.items() if turn <= t])
+            history.extend(exchange.replies)
+            await self.service.hook("outlet", driver.outlet_body(self.transcript, history), self.user)
+            await self.service.idle()
+            if turn % 50 == 0:
+                print(f"  {self.transcript.id}: turn {turn} of {len(exchanges)}", file=sys.stderr)
+            if turn in points:
+                await self._judge(points[turn], history)
+        return [points[turns] for turns in checkpoints]
+
+    async def _measure_turn(
+        self, history: Sequence[transcripts.Message], turn: int, into: Sequence[Point]
+    ) -> None:
+        body = driver.inlet_body(
+            self.transcript, history, user_id=self.user["id"], reply_id=f"{self.transcript.id}-reply-{turn}"
+        )
+        sent = (await self.service.hook("inlet", body, self.user))["messages"]
+        with_echo = driver.tokens_of(sent)
+        # what the AEC block costs: the request with it against the request without it (the
+        # estimate of a text is not the sum of its parts' estimates)
+        aec = with_echo - driver.tokens_of(_without(sent, _AEC))
+        for point in into:
+            point.without.append(driver.tokens_of(body["messages"]))
+            point.with_echo.append(with_echo)
+            point.aec.append(aec)
+
+    async def _embedded(self, texts: Mapping[str, str]) -> None:
+        missing = [key for key in texts if key not in self.vectors]
+        if missing:
+            found = await self.embedder.embed([texts[key] for key in missing])
+            for key, vector in zip(missing, found, strict=True):
+                array = np.asarray(vector, dtype=np.float32)
+                self.vectors[key] = array / (np.linalg.norm(array) or 1.0)
+
+    async def _judge(self, point: Point, history: Sequence[transcripts.Message]) -> None:
+        questions = locomo.judged(self.transcript, point.turns)
+        raw = {message.id: msgs.content_text(message.content) for message in history}
+        await self._embedded(raw)
+        await self._embedded({f"q:{q.text}": q.text for q in questions})
+        ids = list(raw)
+        matrix = np.stack([self.vectors[key] for key in ids]) if ids else np.zeros((0, 1))
+        for index, question in enumerate(questions):
+            asked = [
+                *history,
+                transcripts.Message(id=f"{self.transcript.id}-q{point.turns}-{index}", role="user",
+                                    content=question.text),
+            ]  # fmt: skip
+            body = driver.inlet_body(
+                self.transcript, asked, user_id=self.user["id"], reply_id=f"{self.transcript.id}-a{index}"
+            )
+            sent = (await self.service.hook("inlet", body, self.user))["messages"]
+            memories = _memories_block(sent)
+            point.questions += 1
+            point.memory_hits += locomo.answer_recalled(question.answer, memories)
+            point.block_tokens.append(tokens.estimate_tokens(memories) if memories else 0)
+            order = np.argsort(-(matrix @ self.vectors[f"q:{question.text}"]), kind="stable")
+            nearest = locomo.fill_budget(
+                (raw[ids[i]] for i in order), self.recall_budget, tokens.estimate_tokens
+            )
+            point.raw_hits += locomo.answer_recalled(question.answer, "\n".join(nearest))
+            searched = await self.service.search_memories(self.user["id"], question.text, self.recall_k)
+            fitting = locomo.fill_budget(searched, self.recall_budget, tokens.estimate_tokens)
+            point.search_hits += locomo.answer_recalled(question.answer, "\n".join(fitting))
+            full = body["messages"]
+            budget = driver.tokens_of(sent)
+            point.final_tokens.append(budget)
+            point.full_tokens.append(driver.tokens_of(full))
+            # the AEC block holds today's date and the user's name, nothing of the conversation
+            point.echo_kept += locomo.answer_recalled(question.answer, _context_words(sent, memories))
+            point.truncation_kept += locomo.answer_recalled(
+                question.answer, _context_words(locomo.truncated(full, budget))
+            )
+            compressed = _without(sent, _MEMORIES)
+            point.compression_kept += locomo.answer_recalled(question.answer, _context_words(compressed))
+            point.compression_truncation_kept += locomo.answer_recalled(
+                question.answer, _context_words(locomo.truncated(full, driver.tokens_of(compressed)))
+            )
+
+
+# -- the report --------------------------------------------------------------------------------
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole:.0%}" if whole else "-"
+
+
+def _verdict(met: bool | None) -> str:
+    return "-" if met is None else ("MET" if met else "NOT MET")
+
+
+def _ratio(ours: int, theirs: int) -> float:
+    return ours / theirs if theirs else (float("inf") if ours else 1.0)
+
+
+def report(points: Sequence[Point], lengths: Mapping[str, int], args: argparse.Namespace) -> bool:
+    """Print the three tables; True when every goal is met."""
+    verdicts: list[bool | None] = []
+    print(
+        "\n(a) tokens per turn (ECHO's own estimate), sampled: every turn of the first "
+        f"{SHORT_TURNS}, then every {args.every}th and the last"
+    )
+    header = (
+        f"{'conv':<5} {'chat':<11} {'sampled':>7} {'without':>8} {'with ECHO':>9} {'AEC':>5} "
+        f"{'saved':>6} {'max over':>8}  goal: never more (AEC aside)"
+    )
+    print(header)
+    print("-" * len(header))
+    for point in points:
+        without, with_echo = statistics.fmean(point.without), statistics.fmean(point.with_echo)
+        aec = statistics.fmean(point.aec)
+        met: bool | None = point.excess <= 0
+        verdicts.append(met)
+        print(
+            f"{point.name:<5} {_chat(point, lengths):<11} {len(point.without):7} {without:8,.0f} "
+            f"{with_echo:9,.0f} {aec:5.0f} {1 - with_echo / without:6.0%} {point.excess:8,}  {_verdict(met)}"
+        )
+    print(
+        f"\n(b) answer recall of the recalled block, QA categories 1-4; raw-turn baseline: MiniLM "
+        f"over the played messages, filled to the recall budget ({args.recall_budget:,} tokens); "
+        f"search_memories: the tool's top {args.recall_k} filled to the same budget"
+    )
+    header = (
+        f"{'conv':<5} {'chat':<11} {'QA':>4} {'block tok':>9} {'ECHO':>6} {'search_memories':>15} "
+        f"{'raw turns':>9}  goal: ECHO >= raw turns"
+    )
+    print(header)
+    print("-" * len(header))
+    for point in points:
+        met = point.memory_hits >= point.raw_hits if point.questions else None
+        verdicts.append(met)
+        block = statistics.fmean(point.block_tokens) if point.block_tokens else 0.0
+        print(
+            f"{point.name:<5} {_chat(point, lengths):<11} {point.questions:4} {block:9.0f} "
+            f"{_share(point.memory_hits, point.questions):>6} "
+            f"{_share(point.search_hits, point.questions):>15} "
+            f"{_share(point.raw_hits, point.questions):>9}  "
+            f"{_verdict(met)}"
+        )
+    print(
+        "\n(c) answer retention of the final context (the inlet's answer to the question) against "
+        "truncation to the same tokens"
+    )
+    header = (
+        f"{'conv':<5} {'chat':<11} {'QA':>4} {'full tok':>8} {'final tok':>9} {'ECHO':>5} {'trunc':>5} "
+        f"{'ratio':>6} {'compr. only':>11} {'trunc':>5}  goal (long): ECHO >= {RETENTION_GOAL}x trunc"
+    )
+    print(header)
+    print("-" * len(header))
+    for point in points:
+        long_chat = point.turns == lengths[point.name] and point.turns > SHORT_TURNS
+        ratio = _ratio(point.echo_kept, point.truncation_kept)
+        met = ratio >= RETENTION_GOAL if long_chat and point.questions else None
+        verdicts.append(met)
+        full = statistics.fmean(point.full_tokens) if point.full_tokens else 0.0
+        final = statistics.fmean(point.final_tokens) if point.final_tokens else 0.0
+        print(
+            f"{point.name:<5} {_chat(point, lengths):<11} {point.questions:4} {full:8,.0f} {final:9,.0f} "
+            f"{_share(point.echo_kept, point.questions):>5} "
+            f"{_share(point.truncation_kept, point.questions):>5} "
+            f"{ratio:5.2f}x {_share(point.compression_kept, point.questions):>11} "
+            f"{_share(point.compression_truncation_kept, point.questions):>5}  {_verdict(met)}"
+        )
+    return False not in verdicts
+
+
+def _chat(point: Point, lengths: Mapping[str, int]) -> str:
+    kind = "long" if point.turns == lengths[point.name] and point.turns > SHORT_TURNS else "short"
+    return f"{kind} {point.turns}"
+
+
+# -- main --------------------------------------------------------------------------------------
+
+
+async def run(args: argparse.Namespace, chats: Sequence[transcripts.Transcript]) -> bool:
+    compression = driver.compression_valves(
+        valves_module.CompressionValves(), threshold=args.threshold, max_context=args.max_context
+    ).model_dump(mode="json")
+    workdir = Path(tempfile.mkdtemp(prefix="echo-bench-quality-"))
+    points: list[Point] = []
+    jobs: dict[str, Counter[str]] = {}
+    try:
+        async with stores.database(workdir) as dsn, serving(dsn, workdir, compression) as service:
+            memory_valves = (await service.http.get("/echo_memory/valves")).json()
+            args.recall_budget = int(memory_valves["RECALL_MAX_TOKENS"])
+            args.recall_k = min(20, int(memory_valves["RECALL_TOP_K"]))  # the tool's most
+            embedder = local.LocalEmbedder(embeddings_factory.packaged_model_path())
+            try:
+                for chat in chats:
+                    started = time.perf_counter()
+                    turns = len(chat.exchanges)
+                    checkpoints = sorted({min(SHORT_TURNS, turns), turns})
+                    replay = Replay(
+                        service,
+                        embedder,
+                        chat,
+                        every=args.every,
+                        recall_budget=args.recall_budget,
+                        recall_k=args.recall_k,
+                    )
+                    before = await service.outcomes()
+                    points += await replay.run(checkpoints)
+                    jobs[chat.id] = await service.outcomes() - before
+                    print(
+                        f"  {chat.id}: {turns} turns replayed and judged in "
+                        f"{time.perf_counter() - started:.0f} s",
+                        file=sys.stderr,
+                    )
+            finally:
+                await embedder.aclose()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(
+        f"LoCoMo {', '.join(c.id for c in chats)} through echo-hooks in process (POST /hooks/inlet and "
+        "/hooks/outlet, offline LLM, MiniLM, Qdrant local, PostgreSQL, the queue drained every turn); "
+        f"compression_threshold_tokens {args.threshold:,}, max_context_tokens {args.max_context:,}, "
+        "other valves default"
+    )
+    for name, counts in jobs.items():
+        died = ", ".join(f"{key} {n}" for key, n in sorted(counts.items()) if key.endswith(" dead"))
+        print(f"jobs of {name}: {died or 'none died'}")
+    if any(key.endswith(" dead") for counts in jobs.values() for key in counts):
+        print("warning: jobs died, so some summaries or memories a deployment would hold are missing")
+    return report(points, {c.id: len(c.exchanges) for c in chats}, args)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data", type=Path, default=None, help="folder of LoCoMo NAME.json files")
+    parser.add_argument("--conversations", default="", help="names to play, comma-separated (default: all)")
+    parser.add_argument("--quick", action="store_true", help="one conversation only (the smallest)")
+    parser.add_argument("--every", type=int, default=5, help="measure tokens every N turns past the first 30")
+    parser.add_argument("--threshold", type=int, default=4000, help="compression_threshold_tokens")
+    parser.add_argument("--max-context", type=int, default=6000, help="max_context_tokens")
+    args = parser.parse_args()
+    folder = locomo.data_dir(args.data)
+    names = [n.strip() for n in args.conversations.split(",") if n.strip()] or None
+    if not folder.is_dir():
+        print(f"no LoCoMo conversations at {folder}", file=sys.stderr)
+        return 1
+    chats = locomo.load(folder, names)
+    if args.quick:
+        chats = [min(chats, key=lambda c: len(c.exchanges))]
+    from echo.support import logs
+
+    logs.configure_logging("ERROR", "console")
+    started = time.perf_counter()
+    met = asyncio.run(run(args, chats))
+    print(
+        f"\n{'every goal met' if met else 'a goal is NOT MET'}; "
+        f"measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC "
+        f"in {time.perf_counter() - started:.0f} s on {os.cpu_count()} CPUs (data: {folder})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
