@@ -66,14 +66,19 @@ async def http(offline: Settings, dsn: str, store: Store) -> AsyncIterator[httpx
         yield client
 
 
-def conversation(turns: int) -> list[dict[str, Any]]:
-    """A chat as an outlet sends it (flat, with ids)."""
+def conversation(turns: int, *, detailed: bool = False) -> list[dict[str, Any]]:
+    """A chat as an outlet sends it (flat, with ids); ``detailed`` answers are long enough that a
+    summary of them costs less than they do (``max_summary_share`` of their tokens)."""
     items: list[dict[str, Any]] = [{"id": "s0", "role": "system", "content": "You are helpful."}]
     for i in range(turns):
+        answer = f"Answer {i}: step {i} costs {i * 10} euros."
+        if detailed:
+            answer += (
+                f" It is paid by card on delivery, the receipt goes in folder {i} of the archive,"
+                f" and the supplier for step {i} is contacted by email two days before it starts."
+            )
         items.append({"id": f"u{i}", "role": "user", "content": f"Question {i}: what about step {i}?"})
-        items.append(
-            {"id": f"a{i}", "role": "assistant", "content": f"Answer {i}: step {i} costs {i * 10} euros."}
-        )
+        items.append({"id": f"a{i}", "role": "assistant", "content": answer})
     return items
 
 
@@ -105,7 +110,7 @@ async def jobs_of(store: Store) -> list[Any]:
 async def test_a_chat_below_its_threshold_is_summarised_on_request_and_the_next_inlet_uses_it(
     http: httpx.AsyncClient, store: Store, offline: Settings
 ) -> None:
-    messages = conversation(6)  # 12 turns, a few hundred tokens: far below 100 000
+    messages = conversation(6, detailed=True)  # 12 turns, a few hundred tokens: far below 100 000
     await hook(http, "outlet", outlet_body(messages))
     assert await jobs_of(store) == []  # the outlet recorded the branch, enqueued nothing
 

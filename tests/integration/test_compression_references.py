@@ -41,6 +41,7 @@ from echo.capabilities.compression import filter as compression_filter
 from echo.config import valves
 from echo.config.settings import Settings
 from echo.domain import bodies, chain
+from echo.domain.compression import allowance
 from echo.domain.compression import messages as msgs
 from echo.entrypoints.http import runner
 from echo.ports import backends as backends_port
@@ -292,7 +293,9 @@ async def test_another_user_s_chat_and_unknown_chats_are_left_to_openwebui(
         await hook(http, "outlet", outlet_body(conversation(3), "mine"))
         sent = inlet_body("mine", user_id="u2")
         answer, events = await hook(http, "inlet", sent, OTHER)
-        assert answer == sent  # nothing of u1 reaches u2; Open WebUI applies its own access rules
+        # Nothing of u1 reaches u2 (Open WebUI applies its own access rules); the only addition is
+        # the room for later filters, none here since nothing was freed.
+        assert answer == allowance.with_room(sent, 0)
         assert not [e for e in events if e["level"] != "info"]
         # Said, in words that do not tell u2 whether the chat exists for someone else.
         left = [e["description"] for e in events if e["description"].startswith("Referenced chat")]

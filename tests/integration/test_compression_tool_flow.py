@@ -24,7 +24,7 @@ from echo.capabilities import handlers
 from echo.config.settings import Settings
 
 VALVES = {
-    "compression_threshold_tokens": 10,  # the fixture chat is tiny: summarise it at once
+    "compression_threshold_tokens": 10,  # the fixture chat is small: summarise it at once
     "max_context_tokens": 6000,
     "keep_first": 0,
     "keep_last": 1,
@@ -49,6 +49,29 @@ def captured(name: str) -> dict[str, Any]:
     return load_fixture(f"tool_flow/{name}")["body"]
 
 
+QUESTION = "What is the weather in Paris?"
+DETAIL = (
+    " I land at Charles de Gaulle on Friday morning, spend the afternoon walking from the Louvre"
+    " along the Seine to the Eiffel Tower, have dinner on a terrace in the Marais, and on Saturday"
+    " take the train to Versailles for the gardens, then come back for a concert at the"
+    " Philharmonie in the evening. On Sunday I would like to cycle through the Bois de Boulogne,"
+    " visit the flea market at Saint-Ouen, picnic in the Buttes-Chaumont park and watch the sunset"
+    " from Montmartre before my evening flight home, so tell me about rain, wind and the"
+    " temperature at each of those times, and whether I need an umbrella or a warm coat."
+)
+
+
+def with_long_question(request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` (a copy) whose first question, as each captured request holds it, is long enough
+    that a summary of the turns covered costs less than they do (``max_summary_share``); the tool
+    turns stay as Open WebUI sent them."""
+    padded = copy.deepcopy(request)
+    for message in padded["body"]["messages"]:
+        if message["role"] == "user" and message["content"] == QUESTION:
+            message["content"] = QUESTION + DETAIL
+    return padded
+
+
 async def post(http: httpx.AsyncClient, phase: str, request: dict[str, Any]) -> dict[str, Any]:
     answer = await http.post(
         f"/echo_compression/filter/{phase}",
@@ -67,14 +90,14 @@ async def head(store: Store) -> list[str]:
 async def test_the_summary_the_outlet_planned_matches_the_next_inlet_of_a_tool_call_chat(
     http: httpx.AsyncClient, store: Store, offline: Settings
 ) -> None:
-    first_outlet = captured("004_outlet.json")
+    first_outlet = with_long_question(captured("004_outlet.json"))
     assert (await post(http, "outlet", first_outlet))["body"] == first_outlet["body"]
     assert len(await head(store)) == 4  # user, assistant with its call, the tool result, the answer
     [payload] = await store.fetch("SELECT payload FROM jobs WHERE kind = 'summary'")
     assert len(payload["payload"]["invariants"]) == 3  # the call and its result stay together
     await hooks_service.run_jobs(store, handlers.builtin_registry(offline, store))
 
-    inlet = captured("005_inlet.json")
+    inlet = with_long_question(captured("005_inlet.json"))
     sent = inlet["body"]["messages"]
     assert "tool_calls" in sent[1]
     assert sent[2]["role"] == "tool"
@@ -87,7 +110,7 @@ async def test_the_summary_the_outlet_planned_matches_the_next_inlet_of_a_tool_c
         event["description"].startswith("Earlier conversation summarised") for event in answer["events"]
     )
 
-    second_outlet = captured("008_outlet.json")
+    second_outlet = with_long_question(captured("008_outlet.json"))
     first = await head(store)
     await post(http, "outlet", second_outlet)
     second = await head(store)

@@ -10,7 +10,6 @@ import pytest
 from fakes import llm_samples
 from fakes.gemini_server import FakeGemini
 from fakes.live_server import LiveServer
-from fakes.llm_samples import DISTILLATION_SCHEMA as DISTILLATION
 from fakes.openai_server import FakeOpenAI
 from prometheus_client import REGISTRY
 
@@ -18,17 +17,26 @@ from echo.adapters.llm.gemini import GeminiLLM
 from echo.adapters.llm.offline import OfflineLLM
 from echo.adapters.llm.openai_compatible import OpenAICompatibleLLM
 from echo.adapters.llm.retries import RetryPolicy
+from echo.domain.memory import distillation
+from echo.domain.memory.distillation import DISTILLATION_SCHEMA as DISTILLATION
 from echo.ports.llm import LLM, LLMRequest, LLMResult
 
 pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession:DeprecationWarning")
 
 MEMORY = {
-    "summary": "Ana prefers tea.",
-    "memory_importance": 3,
-    "memory_id": "ana_tea",
-    "tags": ["ana", "tea", "drinks"],
+    "worth_remembering": True,
+    "memories": [
+        {
+            "fact": "Ana prefers tea.",
+            "memory_importance": 3,
+            "memory_id": "ana_tea",
+            "tags": ["ana", "tea", "drinks"],
+        }
+    ],
 }
 CONVERSATION = "user: I always drink green tea in the morning.\nassistant: Noted, green tea every morning."
+# the distillation job's window (``cleaning.render``) and its prompt
+WINDOW = "User: I always drink green tea in the morning.\n\nAssistant: Noted, green tea every morning."
 
 
 @dataclass
@@ -96,15 +104,22 @@ async def test_a_text_request_gets_a_text_result(adapter: Adapter) -> None:
 
 async def test_a_json_request_gets_a_parsed_object_of_the_schema(adapter: Adapter) -> None:
     adapter.script_json(MEMORY)
-    result = await adapter.llm.generate(req(json_schema=DISTILLATION, purpose="distill"))
-    memory = result.parsed
-    assert isinstance(memory, dict)
-    assert set(DISTILLATION["required"]) <= set(memory)
-    assert isinstance(memory["summary"], str)
-    assert memory["summary"]
-    assert 1 <= memory["memory_importance"] <= 5
-    assert 3 <= len(memory["tags"]) <= 5
-    assert memory["memory_id"]
+    system, prompt = distillation.distillation_prompt(WINDOW)
+    made = llm_samples.request(
+        "gemini-2.5-flash", prompt, system=system, json_schema=DISTILLATION, purpose="distill"
+    )
+    answer = (await adapter.llm.generate(made)).parsed
+    assert isinstance(answer, dict)
+    assert set(DISTILLATION["required"]) <= set(answer)
+    assert distillation.validate(answer) == []
+    assert answer["worth_remembering"] is True
+    assert answer["memories"]
+    for memory in answer["memories"]:
+        assert isinstance(memory["fact"], str)
+        assert memory["fact"]
+        assert 1 <= memory["memory_importance"] <= 5
+        assert 3 <= len(memory["tags"]) <= 5
+        assert memory["memory_id"]
 
 
 async def test_every_call_is_measured(adapter: Adapter) -> None:

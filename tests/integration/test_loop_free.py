@@ -244,6 +244,10 @@ async def test_a_large_windows_distillation_cleans_and_checks_off_the_loop(
     here = threading.current_thread().name
     threads.seen.clear()  # build_chain above hashed here
     await distill.DistillHandler(store, OfflineLLM, _Backends())(claimed.job, spec)
-    assert await store.fetchval("SELECT count(*) FROM memory_windows") == 1
+    # the window is recorded once, and each of its facts once beside it (one memory per fact)
+    assert await store.fetchval("SELECT count(*) FROM memory_windows WHERE window_key = $1", spec.key) == 1
+    facts = await store.fetchval("SELECT count(*) FROM memory_windows WHERE window_key <> $1", spec.key)
+    assert facts >= 1
+    assert facts == await store.fetchval("SELECT count(*) FROM memories WHERE user_id = 'u1'")
     assert threads.ran_off("echo.domain.memory.cleaning.clean_messages", here), threads.seen
     assert threads.ran_off("echo.domain.chain.cumulative_hash", here), threads.seen

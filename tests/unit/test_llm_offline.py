@@ -14,6 +14,7 @@ from structlog.testing import capture_logs
 
 from echo.adapters.llm.offline import OfflineLLM, fill_schema
 from echo.domain import extractive, tokens
+from echo.domain.memory import cleaning, distillation
 from echo.ports.llm import LLMRequest
 
 CONVERSATION = """user: I am migrating the billing service from MySQL to PostgreSQL this quarter.
@@ -24,6 +25,13 @@ user: Thanks, ok.
 assistant: You are welcome.
 user: Remember that the migration deadline is the end of June, it is critical for the billing team.
 """
+# CONVERSATION as the distillation job hands a window over (``cleaning.render``: ``User: …`` paragraphs)
+WINDOW = cleaning.render(
+    [
+        cleaning.CleanMessage(role, text)
+        for role, text in (line.split(": ", 1) for line in CONVERSATION.splitlines())
+    ]
+)
 
 
 def request(text: str = CONVERSATION, **fields: Any) -> LLMRequest:
@@ -100,18 +108,34 @@ async def test_a_budget_smaller_than_any_sentence_cuts_the_best_one(llm: Offline
 
 
 async def test_distillation_json_has_the_seed_shape(llm: OfflineLLM) -> None:
-    result = await llm.generate(request(json_schema=DISTILLATION, purpose="distill"))
-    memory = result.parsed
-    assert set(memory) == {"summary", "memory_importance", "memory_id", "tags"}
-    assert "billing" in memory["summary"]
-    assert tokens.exact_tokens(memory["summary"]) <= 1300
-    assert isinstance(memory["memory_importance"], int)
-    assert 1 <= memory["memory_importance"] <= 5
-    assert re.fullmatch(r"[a-z0-9_]{3,48}", memory["memory_id"])
-    assert 3 <= len(memory["tags"]) <= 5
-    assert all(isinstance(t, str) and t for t in memory["tags"])
-    assert memory["tags"][0] == "billing"  # the most frequent content word
-    assert memory["memory_id"].startswith("billing_")
+    """The distillation answer (issue 20): one memory per fact, each with the seed's fields."""
+    system, prompt = distillation.distillation_prompt(WINDOW)
+    made = request(prompt, system=system, json_schema=distillation.DISTILLATION_SCHEMA, purpose="distill")
+    answer = (await llm.generate(made)).parsed
+    assert set(answer) == {"worth_remembering", "memories"}
+    assert answer["worth_remembering"] is True
+    assert distillation.validate(answer) == []
+    memories = answer["memories"]
+    assert 1 <= len(memories) <= distillation.MAX_FACTS
+    facts = [memory["fact"] for memory in memories]
+    assert all(fact.startswith("User: ") for fact in facts)  # who said it; the assistant's advice is left out
+    assert not any("Thanks" in fact or "welcome" in fact or "partitioned" in fact for fact in facts)
+    positions = [WINDOW.index(fact.removeprefix("User: ")) for fact in facts]
+    assert positions == sorted(positions)  # in the window's order
+    assert any("version 16" in fact for fact in facts)
+    for memory in memories:
+        assert set(memory) == {"fact", "memory_importance", "memory_id", "tags"}
+        assert len(memory["fact"].split()) <= distillation.MAX_FACT_WORDS
+        assert tokens.estimate_tokens(memory["fact"]) <= distillation.MAX_MEMORY_TOKENS
+        assert isinstance(memory["memory_importance"], int)
+        assert 1 <= memory["memory_importance"] <= 5
+        assert re.fullmatch(r"[a-z0-9_]{3,48}", memory["memory_id"])
+        assert all(word in memory["fact"].lower() for word in memory["memory_id"].split("_")[:-1])
+        assert 3 <= len(memory["tags"]) <= 5
+        assert all(isinstance(t, str) and t for t in memory["tags"])
+    assert len({memory["memory_id"] for memory in memories}) == len(memories)
+    critical = next(memory for memory in memories if "critical" in memory["fact"])
+    assert critical["memory_importance"] == max(memory["memory_importance"] for memory in memories)
 
 
 async def test_importance_follows_cues(llm: OfflineLLM) -> None:

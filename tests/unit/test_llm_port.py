@@ -64,7 +64,15 @@ def test_public_api_is_pinned() -> None:
     ]
     assert factory.__all__ == ["llm_from_settings", "retry_policy"]
     assert calls.__all__ == ["Answer", "generate"]
-    assert extractive.__all__ == ["importance", "keywords", "sentences", "size", "slug", "summarize"]
+    assert extractive.__all__ == [
+        "STYLES",
+        "importance",
+        "keywords",
+        "sentences",
+        "size",
+        "slug",
+        "summarize",
+    ]
     assert gemini.__all__ == ["GeminiLLM", "gemini_schema"]
     assert openai_compatible.__all__ == ["JsonMode", "OpenAICompatibleLLM", "chat_body"]
     assert offline.__all__ == ["OfflineLLM", "fill_schema"]
