@@ -116,7 +116,7 @@ async def ingest(args: argparse.Namespace, store: pool.Store, embedder: Any, vec
     ):
         files: Any = None if kept is not None else BytesFiles(data)
         handler = map_reduce.MapReduceHandler(
-            store,
+            attachments.Attachments(store),
             lambda: llm_factory.llm_from_settings(settings),
             Backends(embedder, vectors),
             files,

@@ -74,6 +74,7 @@ class Row:
     recall_ms: float  # mean per measured request
     outcome: str  # the recalls' most frequent outcome in the measured requests ("-": none ran)
     cpu_ms: dict[str, float]  # CPU time (user + system) per measured request, per server process
+    loop_cpu_ms: float  # echo-hooks' main thread alone (its event loop): the worker threads apart
 
 
 def _dialogue() -> list[str]:
@@ -106,9 +107,11 @@ def build_bodies(size: int = 200) -> tuple[dict[str, Any], dict[str, Any]]:
     return inlet, outlet
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of a process so far (Linux `/proc`)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+def cpu_seconds(pid: int, thread: int | None = None) -> float:
+    """User and system CPU time of a process so far (Linux `/proc`); with `thread`, of that thread
+    only (the process id itself: its main thread, where uvicorn's event loop runs)."""
+    stat = Path(f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat")
+    fields = stat.read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -168,10 +171,12 @@ def measure(
     samples: dict[str, list[float]] = {name: [] for name in ports}
     before: tuple[float, dict[str, float]] = (0.0, {})
     cpu_before: dict[str, float] = {}
+    loop_before = 0.0
     for index in range(warmup + requests):
         if index == warmup:
             before = _recall_totals(http, ports["echo"])
             cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            loop_before = cpu_seconds(pids["echo"], pids["echo"])
         for name, port in ports.items():
             started = time.perf_counter()
             answer = http.post(f"http://127.0.0.1:{port}{case.path}", content=case.payload)
@@ -180,11 +185,12 @@ def measure(
             if index >= warmup:
                 samples[name].append(elapsed)
     cpu = {name: (cpu_seconds(pid) - cpu_before[name]) * 1000 / requests for name, pid in pids.items()}
+    loop_cpu = (cpu_seconds(pids["echo"], pids["echo"]) - loop_before) * 1000 / requests
     after = _recall_totals(http, ports["echo"])
     recall_ms = (after[0] - before[0]) * 1000 / requests
     outcomes = {name: count - before[1].get(name, 0.0) for name, count in after[1].items()}
     ran = {name: count for name, count in outcomes.items() if count > 0}
-    return Row(case, samples, recall_ms, max(ran, key=lambda name: ran[name]) if ran else "-", cpu)
+    return Row(case, samples, recall_ms, max(ran, key=lambda name: ran[name]) if ran else "-", cpu, loop_cpu)
 
 
 def print_rows(title: str, rows: list[Row]) -> None:
@@ -193,7 +199,7 @@ def print_rows(title: str, rows: list[Row]) -> None:
         f"{'phase':<7} {'route':<31} {'work':<34} {'floor p50':>9} {'msgspec fl':>10} {'echo p50':>8} "
         f"{'echo p99':>8} {'over floor':>10} {'recall':>6} {'recalls':>8} {'over, recall apart':>18} "
         f"{'target':>7} {'verdict':>8} "
-        f"{'cpu floor':>9} {'cpu echo':>8}"
+        f"{'cpu floor':>9} {'cpu msgspec':>11} {'cpu echo':>8} {'cpu loop':>8}"
     )
     print(header)
     print("-" * len(header))
@@ -210,7 +216,8 @@ def print_rows(title: str, rows: list[Row]) -> None:
             f"{row.case.phase:<7} {row.case.path:<31} {row.case.work:<34} {floor:9.2f} {fast_floor:10.2f} "
             f"{echo:8.2f} {servers.percentile(row.samples['echo'], 0.99):8.2f} {over:10.2f} "
             f"{row.recall_ms:6.2f} {row.outcome:>8} {apart:18.2f} {target_cell:>7} {verdict:>8} "
-            f"{row.cpu_ms['floor']:9.2f} {row.cpu_ms['echo']:8.2f}"
+            f"{row.cpu_ms['floor']:9.2f} {row.cpu_ms['msgspec floor']:11.2f} {row.cpu_ms['echo']:8.2f} "
+            f"{row.loop_cpu_ms:8.2f}"
         )
     print()
 
@@ -259,18 +266,22 @@ def part_one(args: argparse.Namespace, workdir: Path) -> None:
 
 
 def print_turn_cpu(rows: list[Row]) -> None:
-    """echo-hooks' CPU for one turn over the Function (the two combined calls), the recall apart."""
+    """echo-hooks' CPU for one turn over the Function (the two combined calls). The target counts the
+    CPU of its event-loop thread: the query's embedding (MiniLM) and the local-mode vector search run
+    on worker threads here, and in a cluster on their own servers (Infinity, Qdrant)."""
     combined = [row for row in rows if row.case.path.startswith("/hooks/")]
     if len(combined) != 2:
         return
     cpu = sum(row.cpu_ms["echo"] for row in combined)
-    recall = sum(row.recall_ms for row in combined)
+    loop = sum(row.loop_cpu_ms for row in combined)
     floor = sum(row.cpu_ms["floor"] for row in combined)
-    verdict = "met" if cpu - recall <= TURN_CPU_TARGET_MS else "NOT MET"
+    fast_floor = sum(row.cpu_ms["msgspec floor"] for row in combined)
+    verdict = "met" if loop <= TURN_CPU_TARGET_MS else "NOT MET"
     print(
-        f"echo-hooks CPU per turn (POST /hooks/inlet + /hooks/outlet): {cpu:.2f} ms, of which recall "
-        f"(embedding and vector search in the process) {recall:.2f} ms: {cpu - recall:.2f} ms without it "
-        f"(target <= {TURN_CPU_TARGET_MS:g} ms: {verdict}); the floor's two calls {floor:.2f} ms"
+        f"echo-hooks CPU per turn (POST /hooks/inlet + /hooks/outlet): {cpu:.2f} ms in all; {loop:.2f} ms on "
+        f"its event-loop thread, the embedding and vector search (worker threads) apart (target <= "
+        f"{TURN_CPU_TARGET_MS:g} ms: {verdict}); the floors' two calls {floor:.2f} ms (stdlib), "
+        f"{fast_floor:.2f} ms (msgspec)"
     )
     print()
 
@@ -296,15 +307,19 @@ async def part_two(args: argparse.Namespace, workdir: Path) -> None:
     settings = Settings(data_dir=workdir / "replay", llm_provider="offline", log_level="WARNING")
     chat = compression.long_chat(LONG_CHAT)
     valves = driver.compression_valves(valves_module.CompressionValves(), threshold=4000, max_context=6000)
-    async with compression.bench_store(workdir) as store:
-        async with driver.session(store, settings, {"echo_compression": valves}.get) as replayer:
-            replayed = await replayer.replay(chat)
-            history = [
-                *chat.messages,
-                transcripts.Message(id="lat-question", role="user", content=compression.PROBE),
-            ]
-            inlet = driver.inlet_body(chat, history, user_id=replayer.user["id"], reply_id="lat-reply")
-            user = {"id": replayer.user["id"], "name": "bench", "role": "user"}
+    # Measured inside the replay's session: leaving it forgets the session's user, and with it the
+    # summary this part is about (before 2026-12-03, the inlet was measured with none stored).
+    async with (
+        compression.bench_store(workdir) as store,
+        driver.session(store, settings, {"echo_compression": valves}.get) as replayer,
+    ):
+        replayed = await replayer.replay(chat)
+        history = [
+            *chat.messages,
+            transcripts.Message(id="lat-question", role="user", content=compression.PROBE),
+        ]
+        inlet = driver.inlet_body(chat, history, user_id=replayer.user["id"], reply_id="lat-reply")
+        user = {"id": replayer.user["id"], "name": "bench", "role": "user"}
         valves_file = workdir / "valves.json"
         valves_file.write_text(json.dumps({"echo_compression": valves.model_dump(mode="json")}))
         payload = json.dumps({"body": inlet, "user": user}).encode()

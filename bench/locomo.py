@@ -8,19 +8,26 @@ anything that is not a letter or digit, with a final "s" dropped from words of f
 categories 1–4 are judged: category 5 is adversarial and has no answer to find.
 
 Also here, pure and shared by the quality benchmarks: plain truncation (the newest messages that fit a
-token budget) and filling a budget with ranked texts (the raw-turn retrieval baseline).
+token budget), filling a budget with ranked texts (the raw-turn retrieval baseline), what of the raw
+turns recall's provenance rule lets back into a request (`not_held`), and the messages' timestamps
+(`with_timestamps`: LoCoMo dates its sessions, Open WebUI stamps every message; each message gets
+its session's time, as the outlet would carry it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from echo.domain import transcripts
+from echo.domain import lexical, transcripts
 from echo.domain.compression import messages as msgs
+from echo.domain.memory import context as memory_context
 
 __all__ = [
     "CATEGORIES",
@@ -31,7 +38,9 @@ __all__ = [
     "fill_budget",
     "judged",
     "load",
+    "not_held",
     "truncated",
+    "with_timestamps",
     "words_of",
 ]
 
@@ -134,6 +143,22 @@ def truncated(messages: Sequence[Mapping[str, Any]], budget: int) -> list[Mappin
     return [messages[i] for i in sorted(keep)]
 
 
+def not_held(
+    ranked: Sequence[str], texts: Mapping[str, str], request: Sequence[str], summary: str
+) -> list[str]:
+    """The keys of ``ranked`` whose turn (``texts[key]``) recall's provenance rule would let back into
+    a request: not carried by it (the same text as one of ``request``'s messages), and not stated by
+    its ``summary`` (every term of the turn in the summary's text, as
+    `echo.domain.memory.context.stated` holds a memory back)."""
+    carried = set(request)
+    terms = frozenset(lexical.tokens(summary))
+    return [
+        key
+        for key in ranked
+        if texts[key] not in carried and not (terms and memory_context.stated(texts[key], terms))
+    ]
+
+
 def fill_budget(ranked: Iterable[str], budget: int, counter: Callable[[str], int]) -> list[str]:
     """The texts, best first, that fit ``budget`` tokens together; one that does not fit what is
     left is skipped, so a long one never crowds out the rest (as ECHO's recall selects)."""
@@ -144,3 +169,42 @@ def fill_budget(ranked: Iterable[str], budget: int, counter: Callable[[str], int
             chosen.append(text)
             used += cost
     return chosen
+
+
+_SESSION_HEADER = re.compile(r"^\[session \d+, ([^\]\n]+)\]$", re.MULTILINE)
+
+
+def _session_time(text: str) -> float | None:
+    """A LoCoMo session's date and time ("1:56 pm on 8 May, 2023") in unix seconds (UTC)."""
+    try:
+        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+
+
+def with_timestamps(transcript: transcripts.Transcript) -> transcripts.Transcript:
+    """``transcript`` whose messages carry a ``timestamp`` field, as Open WebUI's do: the time of the
+    session the message opens in (its own header, else the last one before it), one second apart."""
+    current: float | None = None
+    exchanges = []
+    for exchange in transcript.exchanges:
+        parts = []
+        for group in (exchange.sent, exchange.replies):
+            stamped = []
+            for message in group:
+                text = msgs.content_text(message.content)
+                headers = [_session_time(found) for found in _SESSION_HEADER.findall(text)]
+                opening = _SESSION_HEADER.match(text)
+                if opening is not None and headers[0] is not None:
+                    current = headers[0]
+                at = current
+                for found in headers:
+                    current = found if found is not None else current
+                if at is not None:
+                    fields = MappingProxyType({**message.fields, "timestamp": int(at)})
+                    message = dataclasses.replace(message, fields=fields)
+                    current = at + 1 if current == at else current
+                stamped.append(message)
+            parts.append(tuple(stamped))
+        exchanges.append(transcripts.Exchange(sent=parts[0], replies=parts[1]))
+    return dataclasses.replace(transcript, exchanges=tuple(exchanges))

@@ -5,10 +5,13 @@ played as one user's chat through echo-hooks as `echoctl serve` runs it, in this
 (`create_app` over `open_runtime`), the offline LLM, the packaged MiniLM embedder, Qdrant local mode,
 PostgreSQL (ECHO_DATABASE_URL, else an embedded one), the in-process worker. Every turn goes through
 the public surface Open WebUI's Function calls: `POST /hooks/inlet` with the branch so far, the
-recorded reply, `POST /hooks/outlet`; then the bench waits until the queue is idle, so each turn finds
-the summaries and memories a real deployment would have by then. Compression runs with a small
-window (`--threshold`, `--max-context`, set through `POST /echo_compression/valves/update`) so that
-LoCoMo's 15–25 k-token chats are compressed at all; every other valve is the default.
+recorded reply, `POST /hooks/outlet` (each message with a `timestamp`, as Open WebUI's carry one: its
+LoCoMo session's time, `locomo.with_timestamps`); then the bench waits until the queue is idle, so
+each turn finds the summaries and memories a real deployment would have by then. Compression runs
+with small windows (`--windows THRESHOLD:MAX_CONTEXT,…`, default 4,000:6,000 and 1,500:2,250, each a
+run of its own, set through `POST /echo_compression/valves/update`) so that LoCoMo's 15–25 k-token
+chats are compressed at all; every other valve is the default (`--memory-valves`,
+`--compression-valves`: JSON of valves to set, for calibration).
 
 Each conversation is judged twice: after its first 30 turns (the short chat) and after all of them
 (the long chat), a turn being one request (a user message and its reply). At each point:
@@ -17,20 +20,29 @@ Each conversation is judged twice: after its first 30 turns (the short chat) and
     body the inlet answers (estimated as ECHO estimates them), at every turn of the short chat and every
     `--every`-th turn after; ECHO's AEC block (`<environnement_contexte>`, a fixed-size addition)
     is counted apart. Goal: with ECHO never more than without, the AEC block aside.
-(b) memory recall: for each QA pair (categories 1–4, evidence already played) its question is sent as
-    the next user message; the `<echo_memories>` block the inlet injects is scored by answer recall
-    (`bench/locomo.py`: at least half of the answer's content words in it), against raw-turn
-    retrieval: every played message embedded with the same MiniLM, the nearest to the question taken
-    in order while they fit `echo_memory`'s recall budget (`RECALL_MAX_TOKENS`, read from
-    `GET /echo_memory/valves`). Goal: ECHO at least the baseline, on every conversation. Beside
-    them, `POST /tools/search_memories` (the model's tool, `RECALL_TOP_K` memories) filled to the same
-    budget: what the memories hold, whether or not the inlet had room to inject them.
+(b) memory recall, QA pairs of categories 1–4 whose evidence was played, scored by answer recall
+    (`bench/locomo.py`: at least half of the answer's content words in the text), both sides at
+    `echo_memory`'s recall budget (`RECALL_MAX_TOKENS`, read from `GET /echo_memory/valves`), the
+    raw turns ranked by MiniLM over the played messages and taken in order while they fit:
+    - this chat: the question sent as the chat's next user message; the `<echo_memories>` block
+      the inlet injects, against raw-turn retrieval under the block's own provenance rule: no turn
+      the request carries (the same text in one of its messages), none its injected summary states
+      (every term of the turn in the summary, `echo.domain.memory.context.stated`). Both sides are
+      measured on what they add to the request (on a short chat the request holds every turn: both
+      add nothing).
+    - new chat: the question alone, in a new chat of the same user (nothing in the request); the
+      block (the memories of the earlier chat, under `RECALL_MAX_TOKENS`) against raw turns of that
+      earlier chat (any played one). This is the case memory exists for.
+    Goal: ECHO at least the baseline, in both, on every conversation. Beside them,
+    `POST /tools/search_memories` (the model's tool, its most, 20, within the recall budget): what
+    the memories hold, whatever the chat.
 (c) retention: the same inlet answer as the final context (the question's own text left out) against
     plain truncation of what Open WebUI would send (system messages, the question, then the newest
     messages that fit) to the same token count. Goal on the long chats: ECHO at least 1.5x truncation.
     "compression only" scores the answer without its memories block, truncation at that size.
 
     .venv/bin/python bench/quality.py [--quick] [--data DIR] [--conversations 26,30,44] [--every 5]
+        [--windows 4000:6000,1500:2250] [--memory-valves JSON] [--compression-valves JSON]
 """
 
 from __future__ import annotations
@@ -38,6 +50,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -66,6 +79,7 @@ from echo.config import valves as valves_module
 from echo.config.settings import Settings
 from echo.domain import tokens, transcripts
 from echo.domain.aec import rendering as aec_rendering
+from echo.domain.compression import fence
 from echo.domain.compression import messages as msgs
 from echo.domain.memory import recall
 from echo.entrypoints import runtime
@@ -78,6 +92,7 @@ KEY = "bench-quality-key"
 SHORT_TURNS = 30
 RETENTION_GOAL = 1.5
 _MEMORIES = re.compile(rf"<{recall.MEMORIES_TAG}\b.*?</{recall.MEMORIES_TAG}\s*>\s*", re.DOTALL)
+_SUMMARY = re.compile(rf"<{fence.SUMMARY_TAG}\b.*?</{fence.SUMMARY_TAG}\s*>", re.DOTALL)
 _AEC = re.compile(  # with the blank line that parts it from the user's text
     rf"{re.escape(aec_rendering.BLOCK_OPEN)}.*?{re.escape(aec_rendering.BLOCK_CLOSE)}\s*", re.DOTALL
 )
@@ -93,10 +108,14 @@ class Point:
     with_echo: list[int] = field(default_factory=list)  # tokens the inlet answered, same turns
     aec: list[int] = field(default_factory=list)  # of which the AEC block
     questions: int = 0
-    memory_hits: int = 0
+    memory_hits: int = 0  # the block, the question asked in this chat
     search_hits: int = 0  # search_memories at the recall budget
-    raw_hits: int = 0
+    raw_hits: int = 0  # raw turns, those the request carries or its summary states left out
+    raw_any_hits: int = 0  # raw turns, any played one (what a new chat's baseline retrieves)
+    new_hits: int = 0  # the block, the question asked in a new chat of the same user
     block_tokens: list[int] = field(default_factory=list)
+    new_block_tokens: list[int] = field(default_factory=list)
+    raw_eligible: list[int] = field(default_factory=list)  # raw turns the same-chat baseline may take
     echo_kept: int = 0
     truncation_kept: int = 0
     compression_kept: int = 0
@@ -143,7 +162,9 @@ class Service:
 
 
 @contextlib.asynccontextmanager
-async def serving(dsn: str, workdir: Path, compression: Mapping[str, Any]) -> AsyncIterator[Service]:
+async def serving(
+    dsn: str, workdir: Path, compression: Mapping[str, Any], memory: Mapping[str, Any]
+) -> AsyncIterator[Service]:
     tenant = f"bench-quality-{uuid.uuid4().hex[:8]}"
     settings = Settings(
         data_dir=workdir / "echo",
@@ -178,6 +199,10 @@ async def serving(dsn: str, workdir: Path, compression: Mapping[str, Any]) -> As
                 await asyncio.sleep(0.2)
             updated = await http.post("/echo_compression/valves/update", json=dict(compression))
             updated.raise_for_status()
+            if memory:
+                current = (await http.get("/echo_memory/valves")).json()
+                updated = await http.post("/echo_memory/valves/update", json={**current, **memory})
+                updated.raise_for_status()
             store = await pool.Store.open(dsn, schema=tenancy.schema_for(tenant), max_size=2)
             try:
                 yield Service(http, store)
@@ -297,11 +322,33 @@ class Replay:
             point.questions += 1
             point.memory_hits += locomo.answer_recalled(question.answer, memories)
             point.block_tokens.append(tokens.estimate_tokens(memories) if memories else 0)
-            order = np.argsort(-(matrix @ self.vectors[f"q:{question.text}"]), kind="stable")
+            order = [
+                ids[i] for i in np.argsort(-(matrix @ self.vectors[f"q:{question.text}"]), kind="stable")
+            ]
+            # the baseline under the block's rule: no turn the request carries, none its summary states
+            texts = [_text(m) for m in sent]
+            summary = "\n".join(found.group(0) for text in texts for found in _SUMMARY.finditer(text))
+            eligible = locomo.not_held(order, raw, texts, summary)
+            point.raw_eligible.append(len(eligible))
             nearest = locomo.fill_budget(
-                (raw[ids[i]] for i in order), self.recall_budget, tokens.estimate_tokens
+                (raw[key] for key in eligible), self.recall_budget, tokens.estimate_tokens
             )
             point.raw_hits += locomo.answer_recalled(question.answer, "\n".join(nearest))
+            nearest = locomo.fill_budget(
+                (raw[key] for key in order), self.recall_budget, tokens.estimate_tokens
+            )
+            point.raw_any_hits += locomo.answer_recalled(question.answer, "\n".join(nearest))
+            # the same question in a new chat of this user: what the memories of the earlier chat bring
+            fresh = driver.inlet_body(
+                self.transcript,
+                asked[-1:],
+                user_id=self.user["id"],
+                reply_id=f"{self.transcript.id}-n{index}",
+            )
+            fresh["metadata"]["chat_id"] = f"{self.transcript.id}-new-{point.turns}-{index}"
+            recalled = _memories_block((await self.service.hook("inlet", fresh, self.user))["messages"])
+            point.new_hits += locomo.answer_recalled(question.answer, recalled)
+            point.new_block_tokens.append(tokens.estimate_tokens(recalled) if recalled else 0)
             searched = await self.service.search_memories(self.user["id"], question.text, self.recall_k)
             fitting = locomo.fill_budget(searched, self.recall_budget, tokens.estimate_tokens)
             point.search_hits += locomo.answer_recalled(question.answer, "\n".join(fitting))
@@ -332,6 +379,10 @@ def _verdict(met: bool | None) -> str:
     return "-" if met is None else ("MET" if met else "NOT MET")
 
 
+def _goal(met: bool | None) -> str:
+    return "-" if met is None else ("met" if met else "NOT MET")
+
+
 def _ratio(ours: int, theirs: int) -> float:
     return ours / theirs if theirs else (float("inf") if ours else 1.0)
 
@@ -359,26 +410,44 @@ def report(points: Sequence[Point], lengths: Mapping[str, int], args: argparse.N
             f"{with_echo:9,.0f} {aec:5.0f} {1 - with_echo / without:6.0%} {point.excess:8,}  {_verdict(met)}"
         )
     print(
-        f"\n(b) answer recall of the recalled block, QA categories 1-4; raw-turn baseline: MiniLM "
-        f"over the played messages, filled to the recall budget ({args.recall_budget:,} tokens); "
-        f"search_memories: the tool's top {args.recall_k} filled to the same budget"
+        f"\n(b) answer recall at the recall budget ({args.recall_budget:,} tokens), QA categories 1-4."
+        "\n    this chat: the question as the chat's next message; the block against raw turns under the"
+        " block's rule (none the request carries, none its summary states)."
+        "\n    new chat: the question alone in a new chat of the same user; the block (memories of the"
+        " earlier chat) against raw turns of that chat (any played one)."
+        f"\n    search_memories: the tool's top {args.recall_k} within the budget (chat-blind: the same for"
+        " both)"
     )
     header = (
-        f"{'conv':<5} {'chat':<11} {'QA':>4} {'block tok':>9} {'ECHO':>6} {'search_memories':>15} "
-        f"{'raw turns':>9}  goal: ECHO >= raw turns"
+        f"{'conv':<5} {'chat':<11} {'QA':>4} | {'blk tok':>7} {'ECHO':>5} {'raw':>5} {'goal':>7} | "
+        f"{'blk tok':>7} {'ECHO':>5} {'raw':>5} {'goal':>7} | {'search':>6}"
     )
+    print(f"{'':<22}| {'this chat':<29}| {'new chat':<29}|")
     print(header)
     print("-" * len(header))
     for point in points:
-        met = point.memory_hits >= point.raw_hits if point.questions else None
-        verdicts.append(met)
+        same: bool | None = point.memory_hits >= point.raw_hits if point.questions else None
+        fresh: bool | None = point.new_hits >= point.raw_any_hits if point.questions else None
+        verdicts += [same, fresh]
         block = statistics.fmean(point.block_tokens) if point.block_tokens else 0.0
+        new_block = statistics.fmean(point.new_block_tokens) if point.new_block_tokens else 0.0
         print(
-            f"{point.name:<5} {_chat(point, lengths):<11} {point.questions:4} {block:9.0f} "
-            f"{_share(point.memory_hits, point.questions):>6} "
-            f"{_share(point.search_hits, point.questions):>15} "
-            f"{_share(point.raw_hits, point.questions):>9}  "
-            f"{_verdict(met)}"
+            f"{point.name:<5} {_chat(point, lengths):<11} {point.questions:4} | {block:7.0f} "
+            f"{_share(point.memory_hits, point.questions):>5} {_share(point.raw_hits, point.questions):>5} "
+            f"{_goal(same):>7} | {new_block:7.0f} {_share(point.new_hits, point.questions):>5} "
+            f"{_share(point.raw_any_hits, point.questions):>5} {_goal(fresh):>7} | "
+            f"{_share(point.search_hits, point.questions):>6}"
+        )
+    eligible = [n for point in points for n in point.raw_eligible]
+    if eligible:
+        print(
+            "    raw turns the this-chat baseline may take: "
+            + ", ".join(
+                f"{p.name} {_chat(p, lengths)} {statistics.fmean(p.raw_eligible):.0f}"
+                for p in points
+                if p.raw_eligible
+            )
+            + " on average (0: the request holds every turn)"
         )
     print(
         "\n(c) answer retention of the final context (the inlet's answer to the question) against "
@@ -416,14 +485,18 @@ def _chat(point: Point, lengths: Mapping[str, int]) -> str:
 
 
 async def run(args: argparse.Namespace, chats: Sequence[transcripts.Transcript]) -> bool:
+    base = valves_module.CompressionValves.model_validate(args.compression)
     compression = driver.compression_valves(
-        valves_module.CompressionValves(), threshold=args.threshold, max_context=args.max_context
+        base, threshold=args.threshold, max_context=args.max_context
     ).model_dump(mode="json")
     workdir = Path(tempfile.mkdtemp(prefix="echo-bench-quality-"))
     points: list[Point] = []
     jobs: dict[str, Counter[str]] = {}
     try:
-        async with stores.database(workdir) as dsn, serving(dsn, workdir, compression) as service:
+        async with (
+            stores.database(workdir) as dsn,
+            serving(dsn, workdir, compression, args.memory) as service,
+        ):
             memory_valves = (await service.http.get("/echo_memory/valves")).json()
             args.recall_budget = int(memory_valves["RECALL_MAX_TOKENS"])
             args.recall_k = min(20, int(memory_valves["RECALL_TOP_K"]))  # the tool's most
@@ -457,7 +530,9 @@ async def run(args: argparse.Namespace, chats: Sequence[transcripts.Transcript])
         f"LoCoMo {', '.join(c.id for c in chats)} through echo-hooks in process (POST /hooks/inlet and "
         "/hooks/outlet, offline LLM, MiniLM, Qdrant local, PostgreSQL, the queue drained every turn); "
         f"compression_threshold_tokens {args.threshold:,}, max_context_tokens {args.max_context:,}, "
-        "other valves default"
+        f"echo_memory {json.dumps(args.memory) if args.memory else 'default'}"
+        f"{', echo_compression ' + json.dumps(args.compression) if args.compression else ''}"
+        ", other valves default"
     )
     for name, counts in jobs.items():
         died = ", ".join(f"{key} {n}" for key, n in sorted(counts.items()) if key.endswith(" dead"))
@@ -475,26 +550,49 @@ def main() -> int:
     parser.add_argument("--conversations", default="", help="names to play, comma-separated (default: all)")
     parser.add_argument("--quick", action="store_true", help="one conversation only (the smallest)")
     parser.add_argument("--every", type=int, default=5, help="measure tokens every N turns past the first 30")
-    parser.add_argument("--threshold", type=int, default=4000, help="compression_threshold_tokens")
-    parser.add_argument("--max-context", type=int, default=6000, help="max_context_tokens")
+    parser.add_argument(
+        "--windows",
+        default="4000:6000,1500:2250",
+        help="compression windows played, THRESHOLD:MAX_CONTEXT comma-separated"
+        " (compression_threshold_tokens, max_context_tokens); each is a run of its own",
+    )
+    parser.add_argument(
+        "--memory-valves", default="", help="echo_memory valves to set, JSON (e.g. '{\"RECALL_TOP_K\": 10}')"
+    )
+    parser.add_argument(
+        "--compression-valves", default="", help="echo_compression valves to set beside the window, JSON"
+    )
     args = parser.parse_args()
+    args.memory = json.loads(args.memory_valves) if args.memory_valves else {}
+    args.compression = json.loads(args.compression_valves) if args.compression_valves else {}
+    try:
+        windows = [tuple(int(n) for n in w.split(":")) for w in args.windows.split(",") if w.strip()]
+    except ValueError:
+        parser.error("--windows: THRESHOLD:MAX_CONTEXT pairs of integers, comma-separated")
+    if not windows or any(len(w) != 2 for w in windows):
+        parser.error("--windows: THRESHOLD:MAX_CONTEXT pairs of integers, comma-separated")
     folder = locomo.data_dir(args.data)
     names = [n.strip() for n in args.conversations.split(",") if n.strip()] or None
     if not folder.is_dir():
         print(f"no LoCoMo conversations at {folder}", file=sys.stderr)
         return 1
-    chats = locomo.load(folder, names)
+    # Open WebUI stamps every message; LoCoMo dates its sessions: each message gets its session's time
+    chats = [locomo.with_timestamps(chat) for chat in locomo.load(folder, names)]
     if args.quick:
         chats = [min(chats, key=lambda c: len(c.exchanges))]
     from echo.support import logs
 
     logs.configure_logging("ERROR", "console")
     started = time.perf_counter()
-    met = asyncio.run(run(args, chats))
+    met = True
+    for args.threshold, args.max_context in windows:
+        print(f"\n== compression window: threshold {args.threshold:,}, max context {args.max_context:,} ==")
+        met = asyncio.run(run(args, chats)) and met
     print(
         f"\n{'every goal met' if met else 'a goal is NOT MET'}; "
         f"measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC "
-        f"in {time.perf_counter() - started:.0f} s on {os.cpu_count()} CPUs (data: {folder})"
+        f"in {time.perf_counter() - started:.0f} s on {os.cpu_count()} CPUs, load average "
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} (data: {folder})"
     )
     return 0
 

@@ -157,7 +157,9 @@ def _ctx(
 
 
 async def _drain(store: pool.Store, runtime: Runtime, settings: Settings) -> None:
-    registry = handlers.builtin_registry(settings, store, index=memory_backends.RuntimeBackends(runtime))
+    registry = handlers.builtin_registry(
+        settings, capability_backends.on_store(store), index=memory_backends.RuntimeBackends(runtime)
+    )
     running = worker.Worker(
         store, registry, lease_seconds=60, poll_seconds=0.2, grace_seconds=5, metrics_seconds=60
     )

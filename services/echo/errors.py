@@ -13,7 +13,7 @@ asyncpg, httpx or SDK errors.
     │   └── ValvesManagedByFile        (config.live) the API may not change file-managed valves
     ├── HookError                      a filter failed on a well-formed request (the hook answers 200 anyway)
     │   └── DeadlineExceeded           a filter ran past its deadline valve
-    ├── StoreError                     (adapters.store.errors)
+    ├── StoreError                     (ports.store; PostgreSQL's subclasses in adapters.store.errors)
     │   ├── TransientStoreError        retryable: connection lost, serialization failure, timeouts
     │   └── PermanentStoreError
     │       ├── ConstraintViolation

@@ -707,6 +707,93 @@ class StoreContract:
         assert await backend.memories.job_alive(None, job) is False
         assert await backend.memories.job_alive(None, job + 1000) is False
 
+    # Transactions: units of work ---------------------------------------------------------------
+
+    async def test_a_transaction_that_raises_undoes_what_it_wrote_with_its_connection(
+        self, backend: Backend
+    ) -> None:
+        memories, conversations = backend.memories, backend.conversations
+        await self._insert(backend, ALICE, "mem-old")
+        await self._insert(backend, ALICE, "mem-other", "w-other")
+        async with backend.transactions.transaction() as connection:
+            await memories.mark_indexed(ALICE, "mem-old", 1, connection=connection)
+        one, two = branch("undo-1", "undo-2")
+        await conversations.remember(ALICE, {one: message("kept")})
+
+        async def failing() -> None:
+            async with backend.transactions.transaction() as connection:
+                await memories.user_lock(connection, ALICE)
+                await conversations.remember(
+                    ALICE, {one: message("rewritten?"), two: message("new")}, connection=connection
+                )
+                await conversations.record_head(ALICE, "chat-1", [one, two], connection=connection)
+                assert await memories.insert(
+                    connection, ALICE, "mem-new", distilled(), window("w-new"), provider="p", model="m"
+                )
+                await memories.record_window(connection, ALICE, window("w-new"), "created", "mem-new")
+                assert await memories.touch(connection, ALICE, "mem-old", window("w-touch")) == 1
+                await memories.mark_indexed(ALICE, "mem-old", 5, connection=connection)
+                await backend.attachments.register(
+                    connection, ALICE, new_attachment(), now=NOW, retention_seconds=60
+                )
+                # a write without the connection is a transaction of its own: it stays
+                await memories.merge(
+                    ALICE, "mem-other", expected_version=1, summary="merged", importance=2, tags=[],
+                    window=window("w-merge"),
+                )  # fmt: skip
+                assert await memories.get(ALICE, "mem-new", connection=connection) is not None
+                raise LookupError("the vector write failed")
+
+        with pytest.raises(LookupError):
+            await failing()
+        assert await memories.get(ALICE, "mem-new") is None
+        assert await memories.window_outcome(ALICE, digest("w-new")) is None
+        old = await memories.get(ALICE, "mem-old")
+        assert old is not None
+        assert old.indexed_version == 1  # the block's touch and mark are undone
+        assert old.memory.provenance == (window("w1"),)
+        other = await memories.get(ALICE, "mem-other")
+        assert other is not None
+        assert (other.memory.version, other.memory.summary) == (2, "merged")  # the merge stays
+        assert await memories.window_outcome(ALICE, digest("w-merge")) == ("merged", "mem-other")
+        assert await conversations.messages(ALICE, [one, two]) == {one: message("kept")}
+        assert await conversations.latest_branch(ALICE, "chat-1") is None
+        assert await backend.attachments.of_chat(ALICE, "chat-1") == []
+        async with asyncio.timeout(WAIT), backend.transactions.transaction() as connection:
+            await memories.user_lock(connection, ALICE)  # the lock went with the block
+
+    async def test_a_transaction_that_raises_undoes_its_deletions(self, backend: Backend) -> None:
+        memories = backend.memories
+        await self._insert(backend, ALICE, "mem-1")
+        await memories.merge(
+            ALICE, "mem-1", expected_version=1, summary="v2", importance=2, tags=[], window=window("w2")
+        )
+        await self._insert(backend, ALICE, "mem-2", "w3")
+
+        async def failing() -> None:
+            async with backend.transactions.transaction() as connection:
+                assert await memories.delete(ALICE, "mem-1", connection=connection) is True
+                assert await memories.forget(ALICE, connection=connection) == 1
+                raise LookupError("the point's deletion failed")
+
+        with pytest.raises(LookupError):
+            await failing()
+        assert await memories.count(ALICE) == 2
+        row = await memories.get(ALICE, "mem-1", with_history=True)
+        assert row is not None
+        assert (row.memory.version, [v.version for v in row.memory.history]) == (2, [1])
+        assert await memories.window_outcome(ALICE, digest("w2")) == ("merged", "mem-1")
+
+    async def test_a_transaction_that_ends_keeps_its_writes(self, backend: Backend) -> None:
+        one = digest("kept-1")
+        async with backend.transactions.transaction() as connection:
+            await backend.conversations.remember(ALICE, {one: message("m")}, connection=connection)
+            await backend.conversations.record_head(ALICE, "chat-1", [one], connection=connection)
+            await backend.memories.record_window(connection, ALICE, window("w1"), "discarded", reason="r")
+        assert await backend.conversations.messages(ALICE, [one]) == {one: message("m")}
+        assert await backend.conversations.latest_branch(ALICE, "chat-1") == [one]
+        assert await backend.memories.window_outcome(ALICE, digest("w1")) == ("discarded", None)
+
     # Attachments -------------------------------------------------------------------------------
 
     async def _register(

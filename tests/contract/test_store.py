@@ -13,6 +13,7 @@ from contract.store_contract import ALICE, Backend, StoreContract, digest
 
 from echo.adapters import in_memory_store
 from echo.adapters.store import attachments, conversations, memories, registries, shadow
+from echo.adapters.store import errors as store_errors
 from echo.adapters.store.pool import Store
 from echo.ports import store as store_port
 
@@ -65,7 +66,7 @@ class TestInMemoryStore(StoreContract):
         async def failing() -> None:
             async with tables.transaction() as connection:
                 await backend.memories.user_lock(connection, ALICE)
-                raise RuntimeError("rolled back on PostgreSQL; kept here")
+                raise RuntimeError("rolled back")
 
         with pytest.raises(RuntimeError):
             await failing()
@@ -107,3 +108,15 @@ class TestPostgresStore(StoreContract):
             drop_job=drop_job,
             other_shadow=lambda: shadow.ShadowStore(store, shadow.PayloadCache(), shadow.PointCache()),
         )
+
+
+def test_postgresqls_store_errors_are_the_ports_and_say_how_to_retry() -> None:
+    """A capability catches the port's `StoreError` and reads `retryable`; PostgreSQL's errors are it."""
+    assert store_errors.StoreError is store_port.StoreError
+    transient = store_errors.TransientStoreError("connection lost", sqlstate="08006")
+    refused = store_errors.ConstraintViolation("duplicate key", sqlstate="23505")
+    assert isinstance(transient, store_port.StoreError)
+    assert isinstance(refused, store_port.StoreError)
+    assert (transient.retryable, transient.sqlstate) == (True, "08006")
+    assert (refused.retryable, refused.sqlstate) == (False, "23505")
+    assert store_port.StoreError("down").sqlstate is None

@@ -4,7 +4,10 @@ It serves ``POST /chat/completions`` and ``POST /v1/chat/completions``; serve ``
 ``LiveServer``. Replies are scripted with ``reply_*`` and consumed first in, first out; with nothing
 scripted the server answers ``"echo: <last user text>"``. ``reply_text`` picks the response shape
 providers really use (seed 002): a ``message`` string, a ``parts`` list of ``output_text`` parts, or a
-Responses-style ``output`` list; ``reasoning`` adds reasoning the client must ignore. Errors carry
+Responses-style ``output`` list; ``reasoning`` adds reasoning the client must ignore. ``refused``
+names the forms of ``response_format`` the server refuses, before any scripted reply, with
+``refused_status`` (llama-cpp-python's server answers ``json_schema`` with a 500 naming the field;
+DeepSeek takes only ``json_object``). Errors carry
 ``Retry-After`` when asked; ``delay_s`` holds one reply back and ``latency_s`` every call. Every call
 is recorded in ``requests``. With ``api_key`` set, calls without that bearer key get a 401.
 """
@@ -23,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-__all__ = ["FakeOpenAI", "RecordedCall", "Shape"]
+__all__ = ["FakeOpenAI", "RecordedCall", "Shape", "response_form"]
 
 JSON = dict[str, Any]
 Shape = Literal["message", "parts", "responses"]
@@ -45,6 +48,16 @@ class _Reply:
     text: str | None = None  # a raw body instead of JSON
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+
+
+def response_form(body: JSON) -> str | None:
+    """The form of ``response_format`` a request body asks for, as ``JSON_MODES`` names it."""
+    asked = body.get("response_format")
+    if not isinstance(asked, dict):
+        return None
+    if asked.get("type") == "json_object" and "schema" in asked:
+        return "json_object_schema"
+    return str(asked.get("type"))
 
 
 def _tokens(text: str) -> int:
@@ -105,6 +118,9 @@ class FakeOpenAI:
         self.api_key = api_key
         self.latency_s = 0.0
         """Seconds to wait before answering any call."""
+        self.refused: frozenset[str] = frozenset()
+        """Forms of ``response_format`` refused: ``json_schema``, ``json_object_schema``."""
+        self.refused_status = 422
         self.requests: list[RecordedCall] = []
         self._lock = threading.Lock()
         self._replies: deque[_Reply] = deque()
@@ -132,6 +148,8 @@ class FakeOpenAI:
             self._replies.clear()
             self.requests.clear()
         self.latency_s = 0.0
+        self.refused = frozenset()
+        self.refused_status = 422
 
     def reply_text(
         self,
@@ -183,6 +201,11 @@ class FakeOpenAI:
         body: JSON = json.loads(raw) if raw else {}
         with self._lock:
             self.requests.append(RecordedCall(request.url.path, body, dict(request.headers)))
+            form = response_form(body)
+            if form in self.refused:
+                detail = f"('body', 'response_format', 'type'): {form} is not supported"
+                status = self.refused_status
+                return JSONResponse({"error": {"message": detail, "code": status}}, status_code=status)
             reply = self._replies.popleft() if self._replies else None
         if self.latency_s:
             await asyncio.sleep(self.latency_s)

@@ -107,7 +107,7 @@ async def _replayer(
 ) -> AsyncIterator[driver.Replayer]:
     """The replay driver's session, with an index holding the user's memories (its own has none)."""
     settings = Settings(data_dir=tmp_path / "echo", llm_provider="offline", log_level="WARNING")
-    handlers = capability_handlers.builtin_registry(settings, store)
+    handlers = capability_handlers.builtin_registry(settings, capability_backends.on_store(store))
     runs = worker.Worker.from_settings(store, handlers, settings, concurrency=1)
     embedder, vectors = FakeEmbedder(dimension=DIMENSION), InMemoryVectorStore(dimension=DIMENSION)
     user = {"id": f"budget-{secrets.token_hex(4)}", "name": "budget", "role": "user"}

@@ -146,7 +146,7 @@ async def test_a_chat_below_its_threshold_is_summarised_on_request_and_the_next_
     assert sample("echo_jobs_enqueued_total", kind="summary", result="existing") == existing + 2
     await http.post("/echo_compression/valves/update", json=VALVES)
 
-    await run_jobs(store, handlers.builtin_registry(offline, store))
+    await run_jobs(store, handlers.builtin_registry(offline, on_store(store)))
     [job] = await jobs_of(store)
     assert job["state"] == "done"
     row = await store.fetchrow("SELECT covered_count, head_count, provider FROM summaries")

@@ -25,6 +25,7 @@ from echo.adapters.llm import factory
 from echo.adapters.store import conversations
 from echo.adapters.store.pool import Store
 from echo.capabilities import handlers
+from echo.capabilities.backends import on_store
 from echo.capabilities.compression import payloads, summary
 from echo.config.settings import Settings
 from echo.domain import kinds
@@ -147,7 +148,7 @@ async def test_a_long_chat_is_summarised_in_the_background_and_the_next_inlet_us
     assert await store.fetchval("SELECT count(*) FROM messages WHERE user_id = 'u1'") == 24
 
     created = sample("echo_compression_summaries_total", outcome="created")
-    await run_jobs(store, handlers.builtin_registry(offline, store))
+    await run_jobs(store, handlers.builtin_registry(offline, on_store(store)))
     [job] = await jobs_of(store)
     assert job["state"] == "done"
     assert sample("echo_compression_summaries_total", outcome="created") == created + 1
@@ -188,7 +189,7 @@ async def test_a_long_chat_is_summarised_in_the_background_and_the_next_inlet_us
 async def test_summaries_follow_the_branch_they_were_made_on(
     http: httpx.AsyncClient, store: Store, offline: Settings
 ) -> None:
-    registry = handlers.builtin_registry(offline, store)
+    registry = handlers.builtin_registry(offline, on_store(store))
     messages = conversation(12)
     await summarise(http, store, registry, messages)  # covers turns 1..19 (20 with the head)
     longer = conversation(24)
@@ -265,7 +266,7 @@ async def test_odd_message_lists_never_fail_a_hook_nor_a_job(
     messages = [{"id": f"m{i}", **message} for i, message in enumerate(ODD * 8)]
     body = outlet_body(messages)
     assert await hook(http, "outlet", body) == body
-    await run_jobs(store, handlers.builtin_registry(offline, store))
+    await run_jobs(store, handlers.builtin_registry(offline, on_store(store)))
     assert [job["state"] for job in await jobs_of(store)] == ["done"]
     answer = await hook(http, "inlet", inlet_body(messages, "and now?"))
     assert answer["messages"][-1] == {"role": "user", "content": "and now?"}
@@ -280,7 +281,7 @@ async def test_odd_message_lists_never_fail_a_hook_nor_a_job(
 async def test_forgetting_a_user_deletes_their_summaries_and_messages_only(
     http: httpx.AsyncClient, store: Store, offline: Settings
 ) -> None:
-    registry = handlers.builtin_registry(offline, store)
+    registry = handlers.builtin_registry(offline, on_store(store))
     await summarise(http, store, registry, conversation(12))
     other = {**USER, "id": "u2"}
     await hook(http, "outlet", outlet_body(conversation(3)), other)

@@ -218,7 +218,7 @@ async def test_a_small_referenced_chat_goes_in_whole_and_leaves_files(
 async def test_a_large_referenced_chat_is_summarised_while_the_inlet_waits_and_the_summary_serves_later(
     offline: Settings, dsn: str, store: Store
 ) -> None:
-    registry = handlers.builtin_registry(offline, store)
+    registry = handlers.builtin_registry(offline, on_store(store))
     async with serving(offline, dsn, store.schema) as http:
         await hook(http, "outlet", outlet_body(conversation(48), "large"))
         assert await jobs_of(store) == []  # under its own threshold: no summary yet
@@ -260,7 +260,7 @@ async def test_when_the_wait_runs_out_the_transcript_is_cut_and_the_job_finishes
         assert msgs.message_tokens({"content": block}) <= 3000
         [job] = await jobs_of(store)
         assert job["state"] == "pending"  # it goes on without the inlet
-        await run_jobs(store, handlers.builtin_registry(offline, store))
+        await run_jobs(store, handlers.builtin_registry(offline, on_store(store)))
         later, _ = await hook(http, "inlet", inlet_body("large"))
         assert mode_of(blocks(later)[0]) == "mixed"
         assert len(await jobs_of(store)) == 1
@@ -271,7 +271,7 @@ async def test_a_referenced_chat_with_its_own_partial_summary_goes_in_as_summary
 ) -> None:
     async with serving(offline, dsn, store.schema, compression_threshold_tokens=800) as http:
         await hook(http, "outlet", outlet_body(conversation(12), "chat-b"))  # over 800: its own job
-        await run_jobs(store, handlers.builtin_registry(offline, store))
+        await run_jobs(store, handlers.builtin_registry(offline, on_store(store)))
         await store.execute("DELETE FROM jobs")
         await hook(http, "outlet", outlet_body(conversation(14), "chat-b"))  # two more exchanges
         await store.execute("DELETE FROM jobs")  # whatever the outlet planned: not run here
@@ -495,7 +495,7 @@ async def test_a_large_chat_from_openwebui_is_summarised_by_hash_like_any_other(
         assert len(job["payload"]["invariants"]) == 96 - 1 - 4
         # The job reads the turns by hash: the inlet stored them as the outlet would.
         assert await store.fetchval("SELECT count(*) FROM messages WHERE user_id = 'u1'") == 91
-        await run_jobs(store, handlers.builtin_registry(offline, store))
+        await run_jobs(store, handlers.builtin_registry(offline, on_store(store)))
         answer, _ = await inlet_of(flt, inlet_body("big"))
         [block] = blocks(answer)
         assert mode_of(block) == "mixed"

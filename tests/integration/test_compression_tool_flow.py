@@ -21,6 +21,7 @@ from fakes.shared_data import API_KEY, load_fixture
 
 from echo.adapters.store.pool import Store
 from echo.capabilities import handlers
+from echo.capabilities.backends import on_store
 from echo.config.settings import Settings
 
 VALVES = {
@@ -95,7 +96,7 @@ async def test_the_summary_the_outlet_planned_matches_the_next_inlet_of_a_tool_c
     assert len(await head(store)) == 4  # user, assistant with its call, the tool result, the answer
     [payload] = await store.fetch("SELECT payload FROM jobs WHERE kind = 'summary'")
     assert len(payload["payload"]["invariants"]) == 3  # the call and its result stay together
-    await hooks_service.run_jobs(store, handlers.builtin_registry(offline, store))
+    await hooks_service.run_jobs(store, handlers.builtin_registry(offline, on_store(store)))
 
     inlet = with_long_question(captured("005_inlet.json"))
     sent = inlet["body"]["messages"]

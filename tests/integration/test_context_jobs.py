@@ -1,6 +1,7 @@
-"""The map_reduce job on its own: the real store, Qdrant local mode, the real google-genai SDK against
-the fake Gemini (map and reduce calls), an embedder that fails, the last attempt, and the retention
-sweep taking files and their chunks out."""
+"""The map_reduce job on its own where PostgreSQL, Qdrant local mode and the real google-genai SDK
+are the subject: the fake Gemini's map and reduce calls, an image transcribed by the multimodal
+model, and the retention sweep taking expired files (PostgreSQL's clock) and their chunks out. The
+handler's other paths run in process on the in-memory store (`tests/unit/test_map_reduce_handler.py`)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,7 @@ from echo.config.settings import Settings
 from echo.domain import jobs as domain
 from echo.domain import kinds
 from echo.domain.attachments import routing
-from echo.ports import embeddings as embeddings_base
 from echo.ports import vectors as vectors_base
-from echo.queue import errors
 from echo.queue.registry import Registry
 
 pytestmark = pytest.mark.timeout(120)
@@ -42,11 +41,6 @@ class Backends:
 
     async def vectors(self) -> vectors_base.VectorStore | None:
         return self._vectors
-
-
-class DownEmbedder(FakeEmbedder):
-    async def embed(self, texts: Any) -> list[list[float]]:
-        raise embeddings_base.EmbeddingError("connection refused", retryable=True)
 
 
 @pytest.fixture
@@ -100,7 +94,11 @@ def job(source_id: str, attempts: int = 1, user: str = "u1", **extra: Any) -> do
 
 def handler(store: Store, settings: Settings, embedder: Any, vectors: Any) -> map_reduce.MapReduceHandler:
     return map_reduce.MapReduceHandler(
-        store, lambda: factory.llm_from_settings(settings), Backends(embedder, vectors), None, max_attempts=3
+        attachments.Attachments(store),
+        lambda: factory.llm_from_settings(settings),
+        Backends(embedder, vectors),
+        None,
+        max_attempts=3,
     )
 
 
@@ -145,66 +143,6 @@ async def test_a_long_file_is_mapped_and_reduced_by_the_model(
     assert await attachments.Attachments(store).pending_text("u1", source_id) is None
 
 
-async def test_a_short_text_is_its_own_summary(store: Store, vectors: Any, tmp_path: Path) -> None:
-    source_id = await registered(store, "Only a few words here, nothing to distil.")
-    run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), FakeEmbedder(64), vectors)
-    await runs(run)(job(source_id))
-    row = await attachments.Attachments(store).get("u1", source_id)
-    assert row is not None
-    assert (row.summary, row.summary_mode) == (
-        "Only a few words here, nothing to distil.",
-        "fast_path",
-    )
-
-
-async def test_the_embedder_down_retries_and_the_last_attempt_marks_the_file_failed(
-    store: Store, vectors: Any, tmp_path: Path
-) -> None:
-    source_id = await registered(store, documents.long_text(5000))
-    run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), DownEmbedder(64), vectors)
-    with pytest.raises(errors.RetryLater, match="embedding"):
-        await runs(run)(job(source_id, attempts=1))
-    row = await attachments.Attachments(store).get("u1", source_id)
-    assert row is not None
-    assert row.status == "pending"
-    with pytest.raises(errors.RetryLater):
-        await runs(run)(job(source_id, attempts=3))
-    row = await attachments.Attachments(store).get("u1", source_id)
-    assert row is not None
-    assert row.status == "failed"
-    assert "embedding" in (row.error or "")
-
-
-async def test_vectors_not_ready_is_retried(store: Store, tmp_path: Path) -> None:
-    source_id = await registered(store, documents.long_text(5000))
-    run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), FakeEmbedder(64), None)
-    with pytest.raises(errors.RetryLater, match="not ready"):
-        await runs(run)(job(source_id))
-
-
-async def test_a_file_without_text_nor_files_api_fails_for_good(
-    store: Store, vectors: Any, tmp_path: Path
-) -> None:
-    registry = attachments.Attachments(store)
-    new = attachments.NewAttachment(
-        "c1", "f9", "x.pdf", "application/pdf", routing.Mode.RAG, "pending", None, 10
-    )
-    async with store.transaction() as connection:
-        source_id, _ = await registry.register(connection, "u1", new, now=time.time(), retention_seconds=60)
-    run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), FakeEmbedder(64), vectors)
-    with pytest.raises(errors.PermanentJobError, match="files API"):
-        await runs(run)(job(source_id, file_id="f9"))
-    assert (await registry.get("u1", source_id)).status == "failed"  # type: ignore[union-attr]
-
-
-async def test_a_forgotten_file_and_a_malformed_payload(store: Store, vectors: Any, tmp_path: Path) -> None:
-    run = handler(store, Settings(data_dir=tmp_path, llm_provider="offline"), FakeEmbedder(64), vectors)
-    await runs(run)(job("U_u1_C_c1_T_1"))  # no such row: nothing happens
-    assert await vectors.count(vectors_base.Kind.EPHEMERAL, user_id="u1") == 0
-    with pytest.raises(errors.PermanentJobError, match="map_reduce payload: overlap_tokens"):
-        await runs(run)(job("s", chunk_tokens=10, overlap_tokens=10))
-
-
 async def test_the_retention_sweep_deletes_expired_files_and_their_chunks(
     store: Store, vectors: Any, tmp_path: Path
 ) -> None:
@@ -243,7 +181,7 @@ async def test_an_image_is_transcribed_by_the_multimodal_model_then_indexed(
     gemini.responder = lambda body: "A scanned invoice. Text: INVOICE 2291, total 418 euros, due 2027-01-15."
     source_id = await registered_media(store, "image/png")
     run = map_reduce.MapReduceHandler(
-        store,
+        attachments.Attachments(store),
         lambda: factory.llm_from_settings(settings),
         Backends(FakeEmbedder(64), vectors),
         BytesFiles(image),  # type: ignore[arg-type]
@@ -265,22 +203,3 @@ async def test_an_image_is_transcribed_by_the_multimodal_model_then_indexed(
     assert row.status == "ready"
     assert "INVOICE 2291" in (row.summary or "")
     assert await vectors.count(vectors_base.Kind.EPHEMERAL, user_id="u1", source_id=source_id) == 1
-
-
-async def test_offline_media_are_not_transcribed_and_the_file_says_why(
-    store: Store, vectors: Any, tmp_path: Path
-) -> None:
-    source_id = await registered_media(store, "image/png")
-    run = map_reduce.MapReduceHandler(
-        store,
-        lambda: factory.llm_from_settings(Settings(data_dir=tmp_path, llm_provider="offline")),
-        Backends(FakeEmbedder(64), vectors),
-        BytesFiles(documents.png(8, 8)),  # type: ignore[arg-type]
-        max_attempts=3,
-    )
-    with pytest.raises(errors.PermanentJobError, match="offline provider reads no images"):
-        await runs(run)(job(source_id, file_id="img1", filename="scan.png", mime_type="image/png"))
-    row = await attachments.Attachments(store).get("u1", source_id)
-    assert row is not None
-    assert row.status == "failed"
-    assert "native part" in (row.error or "")

@@ -16,7 +16,7 @@ from fakes.shared_data import ADMIN_KEY, API_KEY
 
 from echo.adapters.embeddings.fake import FakeEmbedder
 from echo.adapters.llm.offline import OfflineLLM
-from echo.adapters.store import conversations, pool, registries
+from echo.adapters.store import conversations, memories, pool, registries
 from echo.adapters.store import shadow as shadow_store
 from echo.adapters.vectors.memory import InMemoryVectorStore
 from echo.capabilities.backends import on_store
@@ -80,7 +80,10 @@ async def populate(store: pool.Store, vectors: InMemoryVectorStore, user: str) -
     claimed = await jobs.claim("w", [kinds.DISTILL], 30)
     assert claimed is not None
     payload = payloads.DistillPayload.decode(claimed.job.payload)  # as the worker hands it over
-    await distill.DistillHandler(store, OfflineLLM, Backends(vectors))(claimed.job, payload)
+    run = distill.DistillHandler(
+        conversations.Conversations(store), memories.Memories(store), store, OfflineLLM, Backends(vectors)
+    )
+    await run(claimed.job, payload)
     await jobs.enqueue(kinds.SUMMARY, {"user_id": user, "chat_id": "chat-1"}, idempotency_key=f"s:{user}")
     book = registries.Registries(store)
     await book.save_plan(user, "chat-1", goal="Refactor the auth module", status="in_progress")

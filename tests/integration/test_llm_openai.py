@@ -15,11 +15,11 @@ from fakes import llm_samples
 from fakes.live_server import LiveServer
 from fakes.llm_samples import FAST_RETRIES as FAST
 from fakes.llm_samples import sample
-from fakes.openai_server import FakeOpenAI
+from fakes.openai_server import FakeOpenAI, response_form
 
 from echo.adapters.llm import factory
 from echo.adapters.llm.errors import EmptyAnswer, LLMError
-from echo.adapters.llm.openai_compatible import OpenAICompatibleLLM
+from echo.adapters.llm.openai_compatible import ANSWER_TOKENS, JSON_MODES, OpenAICompatibleLLM
 from echo.adapters.llm.retries import RetryPolicy
 from echo.config.settings import Settings
 from echo.ports.llm import LLMRequest, Usage
@@ -116,27 +116,111 @@ async def test_reasoning_only_is_an_empty_answer_with_the_structure(
     assert sample("echo_llm_calls_total", **labels, outcome="empty") == before + 1
 
 
-async def test_json_object_mode(llm: OpenAICompatibleLLM, fake: FakeOpenAI) -> None:
+async def test_json_object_mode(base_url: str, fake: FakeOpenAI) -> None:
+    llm = OpenAICompatibleLLM(base_url, KEY, timeout_s=5, json_mode="json_object", policy=FAST)
     fake.reply_text('```json\n{"summary": "s", "tags": ["a", "b", "c"]}\n```')
-    result = await llm.generate(req(json_schema=SCHEMA, purpose="distill"))
+    try:
+        result = await llm.generate(req(json_schema=SCHEMA, purpose="distill"))
+    finally:
+        await llm.aclose()
     assert result.parsed == {"summary": "s", "tags": ["a", "b", "c"]}
     body = fake.last_request.body
     assert body["response_format"] == {"type": "json_object"}
     assert json.dumps(SCHEMA) in body["messages"][0]["content"]
 
 
-async def test_json_schema_mode(base_url: str, fake: FakeOpenAI) -> None:
-    llm = OpenAICompatibleLLM(base_url, KEY, timeout_s=5, json_mode="json_schema", policy=FAST)
+async def test_json_schema_is_the_default_mode(llm: OpenAICompatibleLLM, fake: FakeOpenAI) -> None:
     fake.reply_json({"summary": "s", "tags": []})
-    try:
-        result = await llm.generate(req(json_schema=SCHEMA, purpose="distill"))
-    finally:
-        await llm.aclose()
+    result = await llm.generate(req(json_schema=SCHEMA, purpose="distill"))
     assert result.parsed == {"summary": "s", "tags": []}
     assert fake.last_request.body["response_format"] == {
         "type": "json_schema",
         "json_schema": {"name": "distill", "schema": SCHEMA},
     }
+    assert (len(fake.requests), llm.json_mode) == (1, "json_schema")
+
+
+@pytest.mark.parametrize(
+    ("refused", "status", "kept"),
+    [
+        ({"json_schema"}, 500, "json_object_schema"),  # llama-cpp-python's server
+        ({"json_schema"}, 422, "json_object_schema"),
+        ({"json_schema", "json_object_schema"}, 400, "json_object"),  # a server of json_object only
+    ],
+)
+async def test_a_refused_json_form_gives_way_to_the_next_and_the_working_one_is_kept(
+    base_url: str, fake: FakeOpenAI, refused: set[str], status: int, kept: str
+) -> None:
+    fake.refused, fake.refused_status = frozenset(refused), status
+    llm = OpenAICompatibleLLM(base_url, KEY, timeout_s=5, policy=FAST)
+    before = sample("echo_llm_retries_total", provider="openai", purpose="distill", reason=str(status))
+    fake.reply_json({"summary": "first", "tags": []})
+    fake.reply_json({"summary": "second", "tags": []})
+    try:
+        first = await llm.generate(req(json_schema=SCHEMA, purpose="distill"))
+        tried = [response_form(call.body) for call in fake.requests]
+        again = await llm.generate(req(json_schema=SCHEMA, purpose="distill"))
+        text = await llm.generate(req())  # no JSON asked: no response_format at all
+    finally:
+        await llm.aclose()
+    assert (first.parsed["summary"], again.parsed["summary"], llm.json_mode) == ("first", "second", kept)
+    assert tried == ["json_schema", "json_object_schema", "json_object"][: len(refused) + 1]
+    assert response_form(fake.requests[-2].body) == kept  # the next JSON call starts where it works
+    assert len(fake.requests) == len(tried) + 2
+    assert "response_format" not in fake.last_request.body
+    assert text.text == "echo: Summarise this."
+    if kept == "json_object_schema":
+        assert fake.requests[-2].body["response_format"] == {"type": "json_object", "schema": SCHEMA}
+    else:
+        assert json.dumps(SCHEMA) in fake.requests[-2].body["messages"][0]["content"]
+    # a refused form is asked again at once, not retried with backoff (echo_llm_retries_total)
+    assert (
+        sample("echo_llm_retries_total", provider="openai", purpose="distill", reason=str(status)) == before
+    )
+
+
+async def test_a_client_error_of_every_form_is_raised_and_the_form_is_not_changed(
+    llm: OpenAICompatibleLLM, fake: FakeOpenAI
+) -> None:
+    for _ in range(3):
+        fake.reply_error(400, "This model's maximum context length is 8192 tokens.")
+    with pytest.raises(LLMError) as caught:
+        await llm.generate(req(json_schema=SCHEMA, purpose="distill"))
+    assert (caught.value.status, caught.value.retryable) == (400, False)
+    assert [response_form(call.body) for call in fake.requests] == list(JSON_MODES)
+    assert llm.json_mode == "json_schema"
+
+
+async def test_a_server_error_not_naming_the_form_is_retried_in_the_same_form(
+    llm: OpenAICompatibleLLM, fake: FakeOpenAI
+) -> None:
+    fake.reply_error(500, "overloaded")
+    fake.reply_json({"summary": "s", "tags": []})
+    assert (await llm.generate(req(json_schema=SCHEMA, purpose="distill"))).parsed == {
+        "summary": "s",
+        "tags": [],
+    }
+    assert [response_form(call.body) for call in fake.requests] == ["json_schema", "json_schema"]
+
+
+async def test_distillation_and_merge_calls_are_capped_by_their_kind(base_url: str, fake: FakeOpenAI) -> None:
+    llm = OpenAICompatibleLLM(base_url, KEY, timeout_s=5, policy=FAST)
+    ceiled = OpenAICompatibleLLM(base_url, KEY, timeout_s=5, max_output_tokens=256, policy=FAST)
+    try:
+        for purpose in ("distill", "merge"):
+            fake.reply_json({"summary": "s", "tags": []})
+            await llm.generate(req(json_schema=SCHEMA, purpose=purpose, max_output_tokens=2048))
+            assert fake.last_request.body["max_tokens"] == ANSWER_TOKENS[purpose]
+        await llm.generate(req(max_output_tokens=300))  # a summary: its own target
+        assert fake.last_request.body["max_tokens"] == 300
+        fake.reply_json({"summary": "s", "tags": []})
+        await ceiled.generate(req(json_schema=SCHEMA, purpose="distill", max_output_tokens=2048))
+        assert fake.last_request.body["max_tokens"] == 256
+        await ceiled.generate(req(max_output_tokens=300))
+        assert fake.last_request.body["max_tokens"] == 256
+    finally:
+        await llm.aclose()
+        await ceiled.aclose()
 
 
 @pytest.mark.parametrize("status", [429, 500, 502, 503, 504, 408])
@@ -271,11 +355,20 @@ async def test_usage_and_latency_metrics(llm: OpenAICompatibleLLM, fake: FakeOpe
 
 async def test_the_factory_builds_a_working_provider(base_url: str, fake: FakeOpenAI) -> None:
     settings = Settings(
-        llm_provider="openai", openai_base_url=base_url, openai_api_key=KEY, llm_timeout_seconds=5
+        llm_provider="openai",
+        openai_base_url=base_url,
+        openai_api_key=KEY,
+        llm_timeout_seconds=5,
+        openai_json_mode="json_object_schema",
+        openai_max_output_tokens=128,
     )
     llm = factory.llm_from_settings(settings)
     try:
         result = await llm.generate(req(messages=[("user", "ping")]))
+        fake.reply_json({"summary": "s", "tags": []})
+        await llm.generate(req(json_schema=SCHEMA, purpose="distill"))
     finally:
         await llm.aclose()
     assert (result.provider, result.text) == ("openai", "echo: ping")
+    assert fake.requests[0].body["max_tokens"] == 128
+    assert response_form(fake.last_request.body) == "json_object_schema"

@@ -17,7 +17,7 @@ from fakes.live_server import LiveServer
 
 from echo.adapters.embeddings.fake import FakeEmbedder
 from echo.adapters.llm.offline import OfflineLLM
-from echo.adapters.store import conversations
+from echo.adapters.store import conversations, memories
 from echo.adapters.store.pool import Store
 from echo.adapters.vectors.memory import InMemoryVectorStore
 from echo.capabilities.compression import payloads as compression_payloads
@@ -243,7 +243,10 @@ async def test_a_large_windows_distillation_cleans_and_checks_off_the_loop(
     assert claimed is not None
     here = threading.current_thread().name
     threads.seen.clear()  # build_chain above hashed here
-    await distill.DistillHandler(store, OfflineLLM, _Backends())(claimed.job, spec)
+    run = distill.DistillHandler(
+        conversations.Conversations(store), memories.Memories(store), store, OfflineLLM, _Backends()
+    )
+    await run(claimed.job, spec)
     # the window is recorded once, and each of its facts once beside it (one memory per fact)
     assert await store.fetchval("SELECT count(*) FROM memory_windows WHERE window_key = $1", spec.key) == 1
     facts = await store.fetchval("SELECT count(*) FROM memory_windows WHERE window_key <> $1", spec.key)

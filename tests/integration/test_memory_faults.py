@@ -1,7 +1,9 @@
-"""The `distill` handler when things go wrong, on a real PostgreSQL: the embedder or the vector store
-down (the job is retried, nothing is written), a dimension change (permanent, the message names
-both sizes), a duplicate delivery of a window (one memory), windows with nothing to read, a malformed
-payload, and a job whose user was forgotten meanwhile (it writes nothing)."""
+"""The `distill` handler on a real PostgreSQL, where the store is the subject: a vector store down
+(the job is retried and the decision's transaction leaves nothing written), a duplicate delivery of
+a window (one memory), a job whose user was forgotten meanwhile (it writes nothing), a point without
+its row, a worker that died between the two writes, the point's payload, and the memory filter over
+a closed store. The handler's other failures run in process on the in-memory store
+(`tests/unit/test_distill_handler.py`)."""
 
 from __future__ import annotations
 
@@ -71,24 +73,18 @@ async def enqueue(store: pool.Store, messages: list[dict[str, Any]], user: str =
 
 def handler(store: pool.Store, embedder: Any, vectors: Any) -> Callable[[Any], Awaitable[None]]:
     """A distill handler as a worker runs it: the job's stored payload validated into its model first."""
-    run = distill.DistillHandler(store, OfflineLLM, Backends(embedder, vectors))
+    run = distill.DistillHandler(
+        conversations.Conversations(store),
+        memories.Memories(store),
+        store,
+        OfflineLLM,
+        Backends(embedder, vectors),
+    )
     return Registry().register(kinds.DISTILL, run, payload=payloads.DistillPayload).run
 
 
 async def count(store: pool.Store) -> int:
     return int(await store.fetchval("SELECT count(*) FROM memories"))
-
-
-async def test_an_embedder_down_retries_the_job_and_writes_nothing(store: pool.Store) -> None:
-    embedder = FakeEmbedder(dimension=16)
-    embedder.failure = embeddings_base.EmbeddingError("connection refused", retryable=True)
-    job = await enqueue(store, FACT)
-    with pytest.raises(errors.RetryLater, match="embedding failed: connection refused"):
-        await handler(store, embedder, InMemoryVectorStore(dimension=16))(job)
-    assert await count(store) == 0
-    embedder.failure = None
-    await handler(store, embedder, InMemoryVectorStore(dimension=16))(job)  # the retry succeeds
-    assert await count(store) == 1
 
 
 async def test_a_vector_store_down_retries_the_job_and_writes_nothing(store: pool.Store) -> None:
@@ -101,22 +97,6 @@ async def test_a_vector_store_down_retries_the_job_and_writes_nothing(store: poo
     assert await store.fetchval("SELECT count(*) FROM memory_windows") == 0
 
 
-async def test_the_embedder_not_ready_yet_retries(store: pool.Store) -> None:
-    job = await enqueue(store, FACT)
-    with pytest.raises(errors.RetryLater, match="not ready"):
-        await handler(store, None, None)(job)
-
-
-async def test_a_dimension_change_is_permanent_and_names_both_sizes(store: pool.Store) -> None:
-    space: dict[str, Any] = {}
-    first = InMemoryVectorStore(dimension=16, space=space)
-    await handler(store, FakeEmbedder(dimension=16), first)(await enqueue(store, FACT, "u1"))
-    changed = InMemoryVectorStore(dimension=32, space=space)  # the embedding model changed
-    with pytest.raises(errors.PermanentJobError, match="16-d vectors") as caught:
-        await handler(store, FakeEmbedder(dimension=32), changed)(await enqueue(store, FACT, "u2"))
-    assert "32" in str(caught.value)
-
-
 async def test_a_duplicate_delivery_of_a_window_makes_one_memory(store: pool.Store) -> None:
     vectors = InMemoryVectorStore(dimension=16)
     job = await enqueue(store, FACT)
@@ -125,54 +105,6 @@ async def test_a_duplicate_delivery_of_a_window_makes_one_memory(store: pool.Sto
     await run(job)  # redelivered after a lost lease, or replayed
     assert await count(store) == 1
     assert await vectors.count(vectors_base.Kind.MEMORY, user_id="u1") == 1
-
-
-@pytest.mark.parametrize(
-    "window",
-    [
-        [
-            {
-                "role": "user",
-                "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}],
-            }
-        ],
-        [
-            {
-                "role": "assistant",
-                "content": "",
-                "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}],
-            },
-            {"role": "tool", "tool_call_id": "c", "content": '{"rows": [1, 2, 3]}'},
-        ],
-        [{"role": "user", "content": ""}],
-        [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "Sure! Anything else?"}],
-    ],
-    ids=["images-only", "tool-output-only", "empty", "small-talk"],
-)
-async def test_windows_with_nothing_to_remember_are_recorded_as_discarded(
-    store: pool.Store, window: list[dict[str, Any]]
-) -> None:
-    await handler(store, FakeEmbedder(dimension=16), InMemoryVectorStore(dimension=16))(
-        await enqueue(store, window)
-    )
-    assert await count(store) == 0
-    assert await store.fetchval("SELECT outcome FROM memory_windows") == "discarded"
-
-
-@pytest.mark.parametrize(
-    ("payload", "field"),
-    [
-        ({"user_id": "", "invariants": ["a" * 64], "window": "b" * 64}, "user_id"),
-        ({"user_id": "u", "invariants": [], "window": "b" * 64}, "invariants"),
-        ({"user_id": "u", "invariants": ["a" * 64], "window": "b" * 64}, "do not lead to window"),
-        ({"v": 99, "user_id": "u", "invariants": ["a" * 64], "window": "b" * 64}, "version"),
-    ],
-)
-def test_a_malformed_payload_is_a_permanent_error_naming_the_field(
-    payload: dict[str, Any], field: str
-) -> None:
-    with pytest.raises(errors.PermanentJobError, match=field):
-        payloads.DistillPayload.decode(payload).check_chain()  # the worker, then the handler
 
 
 async def test_a_job_of_a_user_forgotten_meanwhile_writes_nothing(store: pool.Store) -> None:

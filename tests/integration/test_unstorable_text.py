@@ -26,6 +26,7 @@ from fakes.shared_data import API_KEY
 from echo.adapters.store import conversations, errors
 from echo.adapters.store.pool import Store
 from echo.capabilities import handlers
+from echo.capabilities.backends import on_store
 from echo.config.settings import Settings
 from echo.domain import chain
 
@@ -94,7 +95,7 @@ async def http(offline: Settings, dsn: str, store: Store) -> AsyncIterator[httpx
 async def test_a_chat_with_a_nul_and_lone_surrogates_is_summarised_on_every_later_turn(
     http: httpx.AsyncClient, store: Store, offline: Settings
 ) -> None:
-    registry = handlers.builtin_registry(offline, store)
+    registry = handlers.builtin_registry(offline, on_store(store))
     messages = dirty_conversation(12)
     answer = await hook(http, "echo_compression", "outlet", outlet_body(messages))
     assert warnings(answer) == []

@@ -4,16 +4,21 @@ handler runs, the public API of `echo.queue`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 import pytest
 from pydantic import Field
 
 import echo.queue
+from echo.adapters import in_memory_store
 from echo.capabilities import handlers
+from echo.capabilities.compression import summary
+from echo.capabilities.context import map_reduce
+from echo.capabilities.memory import distill
 from echo.config.settings import Settings
 from echo.domain import jobs as domain
 from echo.domain import kinds
+from echo.ports import backends as backends_port
 from echo.queue import errors, execution, payloads
 from echo.queue.registry import Registry
 
@@ -70,9 +75,37 @@ def test_retry_later_refuses_a_negative_delay() -> None:
         errors.RetryLater(delay_seconds=-1)
 
 
+def _repositories() -> backends_port.Repositories:
+    """One tenant on the in-memory store; no queue (the handlers enqueue nothing)."""
+    tables = in_memory_store.Tables()
+    return backends_port.Repositories(
+        tenant="t1",
+        conversations=in_memory_store.Conversations(tables),
+        memories=in_memory_store.Memories(tables),
+        attachments=in_memory_store.Attachments(tables),
+        registries=in_memory_store.Registries(tables),
+        shadow=in_memory_store.ShadowStore(tables),
+        transactions=tables,
+        jobs=cast(Any, None),
+    )
+
+
 def test_builtin_registry_runs_summaries_distillations_and_map_reduce(tmp_path: Path) -> None:
-    registry = handlers.builtin_registry(Settings(data_dir=tmp_path), None)  # type: ignore[arg-type]
+    repositories = _repositories()
+    registry = handlers.builtin_registry(Settings(data_dir=tmp_path), repositories)
     assert set(registry.kinds) == {kinds.SUMMARY, kinds.DISTILL, kinds.MAP_REDUCE}
+    by_kind = {spec.kind: spec.handler for spec in registry}
+    summarise, distil, ingest = by_kind[kinds.SUMMARY], by_kind[kinds.DISTILL], by_kind[kinds.MAP_REDUCE]
+    assert isinstance(summarise, summary.SummaryHandler)
+    assert summarise.store is repositories.conversations
+    assert isinstance(distil, distill.DistillHandler)  # the repositories given, no adapter built
+    assert (distil.conversations, distil.memories, distil.transactions) == (
+        repositories.conversations,
+        repositories.memories,
+        repositories.transactions,
+    )
+    assert isinstance(ingest, map_reduce.MapReduceHandler)
+    assert ingest.registry is repositories.attachments
     assert {spec.kind: spec.payload.KIND for spec in registry if spec.payload is not None} == {
         kinds.SUMMARY: kinds.SUMMARY,
         kinds.DISTILL: kinds.DISTILL,

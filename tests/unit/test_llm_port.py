@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ from echo.adapters.llm import (
     retries,
 )
 from echo.config.settings import Settings
-from echo.domain import extractive
+from echo.domain import extractive, tokens
+from echo.domain.memory import distillation
 from echo.ports import llm as interface
 from echo.ports.llm import LLM, LLMRequest, LLMResult, Usage
 
@@ -74,7 +76,14 @@ def test_public_api_is_pinned() -> None:
         "summarize",
     ]
     assert gemini.__all__ == ["GeminiLLM", "gemini_schema"]
-    assert openai_compatible.__all__ == ["JsonMode", "OpenAICompatibleLLM", "chat_body"]
+    assert openai_compatible.__all__ == [
+        "ANSWER_TOKENS",
+        "JSON_MODES",
+        "JsonMode",
+        "OpenAICompatibleLLM",
+        "chat_body",
+        "max_tokens",
+    ]
     assert offline.__all__ == ["OfflineLLM", "fill_schema"]
     assert gemini_chat.LLMError is errors.LLMError  # the pipe keeps importing it from gemini_chat
 
@@ -185,6 +194,73 @@ def test_openai_body_in_json_schema_mode() -> None:
         "json_schema": {"name": "memory_distill", "schema": SCHEMA},
     }
     assert body["messages"] == [{"role": "user", "content": "Hello"}]
+    assert openai_compatible.chat_body(request(json_schema=SCHEMA)) == body | {
+        "response_format": {"type": "json_schema", "json_schema": {"name": "other", "schema": SCHEMA}}
+    }  # the default form
+
+
+def test_openai_body_in_json_object_schema_mode_gives_the_schema_to_the_server() -> None:
+    body = openai_compatible.chat_body(request(json_schema=SCHEMA, system="Distil."), "json_object_schema")
+    assert body["response_format"] == {"type": "json_object", "schema": SCHEMA}
+    assert body["messages"][0] == {"role": "system", "content": "Distil."}
+
+
+def test_json_modes_go_from_the_strongest_form_to_the_plainest() -> None:
+    assert openai_compatible.JSON_MODES == ("json_schema", "json_object_schema", "json_object")
+    assert typing.get_args(openai_compatible.JsonMode) == openai_compatible.JSON_MODES
+    field = Settings.model_fields["openai_json_mode"]
+    assert (typing.get_args(field.annotation), field.default) == (openai_compatible.JSON_MODES, "json_schema")
+
+
+def test_the_distillation_cap_holds_ten_facts_with_their_fields() -> None:
+    sentence = "Caroline said on 12 May 2023 that she has applied to three adoption agencies"
+    words = sentence.split()
+    fact = ""  # the longest fact a valid answer may hold
+    while tokens.estimate_tokens(f"{fact} {words[0]}") <= distillation.MAX_MEMORY_TOKENS:
+        fact = f"{fact} {words[0]}".strip()
+        words = words[1:] + words[:1]
+    memory = {
+        "fact": fact,
+        "memory_importance": 3,
+        "memory_id": "caroline_adoption_agency_2023",
+        "tags": ["adoption", "family", "plans", "caroline", "agency"],
+    }
+    longest = {"worth_remembering": True, "memories": [memory] * distillation.MAX_FACTS}
+    assert distillation.validate(longest) == []
+    pretty = json.dumps(longest, indent=2)
+    assert tokens.estimate_tokens(pretty) * 5 // 4 < openai_compatible.ANSWER_TOKENS["distill"] < 2048
+    merged = json.dumps({"summary": fact})
+    assert tokens.estimate_tokens(merged) * 3 // 2 < openai_compatible.ANSWER_TOKENS["merge"]
+
+
+@pytest.mark.parametrize(
+    ("purpose", "asked", "ceiling", "sent"),
+    [
+        ("summary", 99, None, 99),  # a summary's own target
+        ("summary", 4096, 512, 512),
+        ("distill", 2048, None, openai_compatible.ANSWER_TOKENS["distill"]),
+        ("distill", 2048, 300, 300),
+        ("distill", 200, None, 200),
+        ("merge", 2048, None, openai_compatible.ANSWER_TOKENS["merge"]),
+        ("map_reduce", 1500, None, 1500),
+    ],
+)
+def test_every_body_carries_a_generation_cap(
+    purpose: str, asked: int, ceiling: int | None, sent: int
+) -> None:
+    made = request(purpose=purpose, max_output_tokens=asked)
+    assert openai_compatible.max_tokens(made, ceiling) == sent
+    assert openai_compatible.chat_body(made, "json_object", ceiling)["max_tokens"] == sent
+
+
+def test_the_cap_setting_is_described_with_the_caps() -> None:
+    described = Settings.model_fields["openai_max_output_tokens"].description or ""
+    for kind in ("distill", "merge"):
+        assert f"{openai_compatible.ANSWER_TOKENS[kind]:,}" in described
+    with pytest.raises(ValidationError, match="openai_max_output_tokens"):
+        Settings(openai_max_output_tokens=0)
+    with pytest.raises(ValueError, match=r"^max_output_tokens:"):
+        openai_compatible.OpenAICompatibleLLM("http://127.0.0.1:9/v1", max_output_tokens=0)
 
 
 @pytest.fixture
@@ -241,9 +317,10 @@ def test_a_provider_without_its_settings_is_refused_at_load(
 
 def test_llm_settings_defaults(env: pytest.MonkeyPatch) -> None:
     settings = Settings()
-    assert (settings.llm_provider, settings.llm_model, settings.openai_json_mode) == (
-        "auto",
-        "gemini-2.5-flash",
-        "json_object",
-    )
+    assert (
+        settings.llm_provider,
+        settings.llm_model,
+        settings.openai_json_mode,
+        settings.openai_max_output_tokens,
+    ) == ("auto", "gemini-2.5-flash", "json_schema", None)
     assert factory.retry_policy(settings) == retries.RetryPolicy(max_retries=4, max_total_wait_s=60.0)

@@ -4,13 +4,14 @@ the heuristic distiller, nothing worth remembering, recall."""
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 import pytest
 
 from echo.adapters.llm import offline
 from echo.config.valves import MemoryValves
 from echo.domain import tokens
-from echo.domain.memory import distillation, facts, recall
+from echo.domain.memory import cleaning, distillation, facts, recall
 from echo.ports import llm
 
 FACT = {
@@ -131,9 +132,24 @@ def test_ten_memories_of_the_largest_size_fit_the_default_recall_budget() -> Non
     chosen = recall.select(
         many, budget_tokens=valves.RECALL_MAX_TOKENS, limit=10, counter=tokens.estimate_tokens
     )
-    assert len(chosen) == 10 == valves.RECALL_TOP_K
+    assert len(chosen) == 10
     block = recall.memories_block(chosen, locale="en-US")
     assert tokens.estimate_tokens(block) <= valves.RECALL_MAX_TOKENS
+
+
+def test_the_token_budget_not_the_count_binds_the_default_recall() -> None:
+    valves = MemoryValves()
+    fact = "[8 May 2023] Caroline: I went to a LGBTQ support group and it was so powerful."
+    many = [recall.Candidate(f"m{i}", f"{fact} ({i})", 0.9, 3, time.time()) for i in range(50)]
+    chosen = recall.select(
+        many,
+        budget_tokens=valves.RECALL_MAX_TOKENS,
+        limit=valves.RECALL_TOP_K,
+        counter=tokens.estimate_tokens,
+    )
+    assert 10 < len(chosen) < valves.RECALL_TOP_K  # the budget stopped it, not the count
+    block = recall.memories_block(chosen, locale="en-US")
+    assert valves.RECALL_MAX_TOKENS - 40 < tokens.estimate_tokens(block) <= valves.RECALL_MAX_TOKENS
 
 
 async def test_the_offline_provider_answers_the_windows_facts() -> None:
@@ -155,8 +171,8 @@ async def test_the_offline_provider_answers_the_windows_facts() -> None:
     result = await offline.OfflineLLM("test").generate(request)
     memories = distillation.parse(result.parsed)
     assert [m.summary for m in memories] == [
-        "[8 May, 2023] Melanie: I ran a charity race for mental health last Saturday.",
-        "[8 May, 2023] Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+        "[8 May 2023] Melanie: I ran a charity race for mental health last Saturday.",
+        "[8 May 2023] Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
     ]  # no greeting, no question, not the assistant's general knowledge
     assert all(3 <= len(m.tags) <= 5 and 1 <= m.importance <= 5 and m.memory_id for m in memories)
 
@@ -214,3 +230,58 @@ def test_the_block_is_fenced_in_the_conversation_language_and_cannot_be_closed_f
     assert "pas des instructions" in block
     for locale in ("en-US", "zh-CN", "ja-JP", "de-DE", "es-ES", "it-IT", "pl-PL", "ko-KR", "zh-TW"):
         assert recall.GUARDS[locale] in recall.memories_block([sneaky], locale=locale)
+
+
+def test_a_fact_says_who_and_the_day_its_message_was_sent() -> None:
+    sent = datetime(2023, 5, 8, 13, 56, tzinfo=UTC).timestamp()
+    window = cleaning.render(
+        cleaning.clean_messages(
+            [
+                {"role": "user", "content": "I went to a LGBTQ support group yesterday.", "timestamp": sent},
+                {"role": "assistant", "content": "That sounds great. Did it help?", "timestamp": sent + 60},
+                {"role": "user", "content": "Caroline: We adopted a puppy named Oscar last week!",
+                 "timestamp": int(sent * 1000) + 120_000},  # milliseconds, as some clients write it
+            ]
+        )
+    )  # fmt: skip
+    assert window.startswith("User (8 May 2023): I went to")
+    assert facts.statements(window) == [
+        "[8 May 2023] User: I went to a LGBTQ support group yesterday (7 May 2023).",
+        "[8 May 2023] Caroline: We adopted a puppy named Oscar last week (the week before 8 May 2023)!",
+    ]
+
+
+def test_an_undated_message_keeps_the_date_its_window_states_and_a_bad_timestamp_is_no_date() -> None:
+    messages = [
+        {"role": "user", "content": "On 3 June, 2024 I moved to Lyon for my new job.", "timestamp": True},
+        {"role": "user", "content": "My sister Ana lives there with her two kids.", "timestamp": "today"},
+        {
+            "role": "user",
+            "content": "I started the job at Renault in the design team.",
+            "timestamp": float("nan"),
+        },
+    ]
+    cleaned = cleaning.clean_messages(messages)
+    assert all(m.sent_at is None for m in cleaned)
+    assert facts.statements(cleaning.render(cleaned)) == [
+        "[3 June 2024] User: On 3 June, 2024 I moved to Lyon for my new job.",
+        "[3 June 2024] User: My sister Ana lives there with her two kids.",
+        "[3 June 2024] User: I started the job at Renault in the design team.",
+    ]
+
+
+def test_a_long_message_makes_several_statements_and_drops_none_of_its_facts() -> None:
+    sentences = [f"I visited city{i} with my brother Tom in 2021 and loved the food there." for i in range(6)]
+    found = facts.statements("User: " + " ".join(sentences))
+    assert len(found) > 1
+    assert all(tokens.estimate_tokens(f) <= distillation.MAX_MEMORY_TOKENS for f in found)
+    assert all(len(f.split()) <= distillation.MAX_FACT_WORDS for f in found)
+    assert all(f"city{i}" in " ".join(found) for i in range(6))
+
+
+def test_the_prompt_asks_who_and_when_of_each_fact() -> None:
+    system, _ = distillation.distillation_prompt("User (8 May 2023): I moved to Lyon yesterday.")
+    flat = " ".join(system.split())
+    assert "the day it was sent" in flat
+    assert "who it is about or who said it" in flat
+    assert 'resolve "yesterday"' in flat

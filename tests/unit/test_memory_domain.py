@@ -57,7 +57,7 @@ def test_bad_window_valves_are_refused_naming_them() -> None:
         windows.due_windows(hashes(3), size=2, overlap=-1)
 
 
-def test_cleaning_keeps_role_text_and_file_names_only() -> None:
+def test_cleaning_keeps_role_text_file_names_and_the_day_sent_only() -> None:
     messages = [
         {"id": "s", "role": "system", "content": "You are helpful."},
         {
@@ -83,11 +83,11 @@ def test_cleaning_keeps_role_text_and_file_names_only() -> None:
     ]
     cleaned = cleaning.clean_messages(messages)
     assert cleaned == [
-        cleaning.CleanMessage("user", "Look at this\nplan", ("plan.pdf",)),
+        cleaning.CleanMessage("user", "Look at this\nplan", ("plan.pdf",), 1795981950.0),
         cleaning.CleanMessage("assistant", "It looks fine."),
     ]
-    assert (
-        cleaning.render(cleaned) == "User: Look at this\nplan\n[files: plan.pdf]\n\nAssistant: It looks fine."
+    assert cleaning.render(cleaned) == (
+        "User (29 November 2026): Look at this\nplan\n[files: plan.pdf]\n\nAssistant: It looks fine."
     )
 
 

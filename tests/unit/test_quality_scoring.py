@@ -105,3 +105,31 @@ def test_the_data_folder_falls_back_to_the_fixture(tmp_path: Path) -> None:
     assert locomo.data_dir(tmp_path) == tmp_path
     assert locomo.data_dir() in (locomo.SHARED_LOCOMO, locomo.FIXTURE_LOCOMO)
     assert [chat.id for chat in locomo.load(locomo.FIXTURE_LOCOMO)] == ["30"]
+
+
+def test_every_message_gets_its_sessions_time_one_second_apart() -> None:
+    [chat] = locomo.load(FIXTURE.parent, ["30"])
+    stamped = locomo.with_timestamps(chat)
+    messages = stamped.messages
+    assert [m.content for m in messages] == [m.content for m in chat.messages]  # the texts untouched
+    first = messages[0]
+    assert str(first.content).startswith("[session 1, 4:04 pm on 20 January, 2023]")
+    assert first.fields["timestamp"] == 1674230640  # 2023-01-20 16:04 UTC
+    assert messages[1].fields["timestamp"] == 1674230641
+    opening = next(m for m in messages if "[session 2, " in str(m.content))
+    assert opening.fields["timestamp"] == 1675002720  # 2:32 pm on 29 January, 2023
+    stamps = [m.fields["timestamp"] for m in messages]
+    assert stamps == sorted(stamps)
+
+
+def test_the_baseline_takes_no_turn_the_request_carries_nor_one_its_summary_states() -> None:
+    texts = {
+        "a": "Jon: I lost my job as a banker.",
+        "b": "Gina: I opened a clothing store.",
+        "c": "Jon: I went to Paris.",
+        "d": "Gina: My store opened in 2023.",
+    }
+    request = ["Jon: I went to Paris.", "When did Gina open her store?"]
+    summary = "<echo_summary>Gina: I opened a clothing store downtown.</echo_summary>"
+    assert locomo.not_held(["d", "c", "b", "a"], texts, request, summary) == ["d", "a"]
+    assert locomo.not_held(["d", "c", "b", "a"], texts, request, "") == ["d", "b", "a"]

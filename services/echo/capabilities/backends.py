@@ -1,9 +1,10 @@
 """The backends port over the service's own adapters: one tenant's PostgreSQL store as ``Repositories``.
 
 ``on_store`` is how the entry points (the hook service's runtime, the worker, the replay driver)
-and the job handlers' registry hand a ``pool.Store`` to the capabilities: its repositories
-(``echo.adapters.store``) and its job queue (``echo.queue.queue``), typed by the port
-(``echo.ports.backends``), so a capability never builds an adapter itself.
+hand a ``pool.Store`` to the capabilities and to the job handlers' registry
+(``echo.capabilities.handlers.builtin_registry``): its repositories (``echo.adapters.store``) and
+its job queue (``echo.queue.queue``), typed by the port (``echo.ports.backends``), so a capability
+never builds an adapter itself.
 """
 
 from __future__ import annotations

@@ -302,11 +302,25 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = Field(
         None, description="Bearer key of the OpenAI-compatible endpoint; unset = none sent (a local vLLM)."
     )
-    openai_json_mode: Literal["json_object", "json_schema"] = Field(
-        "json_object",
+    openai_json_mode: Literal["json_schema", "json_object_schema", "json_object"] = Field(
+        "json_schema",
         description=(
-            "How JSON answers are asked of the OpenAI-compatible endpoint: json_object is the mode every"
-            " such server (DeepSeek included) supports; json_schema makes vLLM enforce the schema."
+            "First form in which JSON answers (distillation, merges) are asked of the OpenAI-compatible"
+            " endpoint: json_schema (OpenAI's structured outputs; vLLM, Ollama and llama.cpp's server"
+            " enforce the schema with a grammar), json_object_schema (json_object plus a schema key, which"
+            " llama-cpp-python's server enforces), json_object (any server, DeepSeek included; the schema"
+            " goes in the prompt). A server that refuses a form (400/422) is asked in the next one at"
+            " once, and the first that works is kept."
+        ),
+    )
+    openai_max_output_tokens: int | None = Field(
+        None,
+        gt=0,
+        description=(
+            "Ceiling on max_tokens of every call to the OpenAI-compatible endpoint (tokens); unset = each"
+            " call's own bound: a summary its target (at most max_summary_tokens), a distillation 1,516"
+            " (10 facts with their fields), a merge 180. Lower it to bound how long a slow CPU model may"
+            " generate; a distillation cut short is refused, never stored."
         ),
     )
     llm_max_retries: int = Field(

@@ -307,10 +307,11 @@ class MemoryValves(Valves):
     DISTILLATION_MODEL: ModelName = Field("gemini-2.5-flash", description="Model that distils windows.")
     ENABLE_RECALL: bool = Field(True, description="Inject the user's relevant memories on the inlet.")
     RECALL_TOP_K: int = Field(
-        10,
+        40,
         ge=1,
         le=50,
-        description="Most memories injected into one turn; ten fact-sized memories fit RECALL_MAX_TOKENS.",
+        description="Most memories injected into one turn: a cap above what RECALL_MAX_TOKENS holds, so the"
+        " budget and the relevance floor are the limits (about 20 fact-sized memories fit 800 tokens).",
     )
     RECALL_MAX_TOKENS: int = Field(
         800, ge=64, le=32000, description="Token budget of the injected memories block (guard included)."

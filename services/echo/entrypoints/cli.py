@@ -147,7 +147,19 @@ def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
         log_config=None,
         access_log=False,
         timeout_keep_alive=settings.keep_alive_seconds,
+        **_fast_server(),
     )
+
+
+def _fast_server() -> dict[str, str]:
+    """uvicorn's C HTTP parser and event loop (`uvicorn[standard]`: httptools, uvloop), named rather
+    than left to its "auto" choice; each one missing falls back to the pure-Python one."""
+    import importlib.util
+
+    chosen: dict[str, str] = {}
+    for option, module in (("http", "httptools"), ("loop", "uvloop")):
+        chosen[option] = module if importlib.util.find_spec(module) is not None else "auto"
+    return chosen
 
 
 @main.command()

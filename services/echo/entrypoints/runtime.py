@@ -229,7 +229,9 @@ async def open_runtime(
                 fix=WORKER_FIX,
             )
         if in_process:
-            handlers = capability_handlers.builtin_registry(settings, store, index=runtime.backends().index)
+            handlers = capability_handlers.builtin_registry(
+                settings, capability_backends.on_store(store), index=runtime.backends().index
+            )
             for spec in handlers:  # handlers that hold a connection (an LLM client) close after the worker
                 close = getattr(spec.handler, "aclose", None)
                 if close is not None:

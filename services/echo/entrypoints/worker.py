@@ -10,23 +10,29 @@ import prometheus_client
 import structlog
 
 from echo.adapters.store import bootstrap, pool
+from echo.capabilities import backends as capability_backends
 from echo.capabilities import handlers
 from echo.config.settings import Settings
 from echo.domain import kinds
 from echo.queue import registry, worker
 
-__all__ = ["run_worker"]
+__all__ = ["builtin_handlers", "run_worker"]
 
 log = structlog.get_logger("echo.worker")
 
 RegistryFactory = Callable[[Settings, pool.Store], registry.Registry]
 
 
+def builtin_handlers(settings: Settings, store: pool.Store) -> registry.Registry:
+    """Every capability's handlers over ``store``'s repositories (the store port's, ``on_store``)."""
+    return handlers.builtin_registry(settings, capability_backends.on_store(store))
+
+
 async def run_worker(
     settings: Settings,
     *,
     concurrency: int,
-    build_registry: RegistryFactory = handlers.builtin_registry,
+    build_registry: RegistryFactory = builtin_handlers,
     worker_id: str | None = None,
 ) -> None:
     """Open the store (migrating it), run a worker, stop it on the first SIGTERM/SIGINT.

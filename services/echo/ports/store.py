@@ -8,10 +8,13 @@ One Protocol per repository, each with the methods the capabilities and entry po
 - ``AttachmentStore``: the chat file registry (0011);
 - ``RegistryStore``: the model's plans and code entries per chat (0011);
 - ``ShadowStore``: the rich shadow's points and payloads (0010);
-- ``Transactions``: where a ``Connection`` comes from, for the methods that write inside a caller's
-  transaction.
+- ``Transactions``: where a ``Connection`` comes from: a unit of work. The writes a block makes
+  with its connection are kept together when it ends and undone together when it raises (the
+  distill job's decision, memory row, window record and indexed version).
 
-Every method names the user: a user never reads, changes or forgets another user's rows.
+Every method names the user: a user never reads, changes or forgets another user's rows. A
+repository that fails raises ``StoreError`` (an ``EchoError``), whose ``retryable`` says whether
+the same call may succeed later; callers read that attribute, never an adapter's subclasses.
 
 Adapters: ``echo.adapters.store`` (PostgreSQL, one schema per tenant) and
 ``echo.adapters.in_memory_store`` (dicts, one ``Tables`` per tenant); ``tests/contract/store_contract.py``
@@ -31,6 +34,7 @@ from echo.domain import aec, shadow
 from echo.domain.attachments import routing
 from echo.domain.compression import selection
 from echo.domain.memory import records
+from echo.errors import EchoError
 
 __all__ = [
     "FAILURE_DETAIL_CHARS",
@@ -50,9 +54,11 @@ __all__ = [
     "Plan",
     "RegistryStore",
     "ShadowStore",
+    "StoreError",
     "SummaryFailure",
     "SummaryRow",
     "Transactions",
+    "memory_key",
     "new_plan_id",
 ]
 
@@ -71,9 +77,28 @@ LIST_LIMIT = 200
 """Most plans or code entries the tool server's listings answer."""
 
 
+_MEMORY_NAMESPACE = uuid.UUID("5f0c6b0e-8f1e-4d5c-9a53-4543484f0006")
+
+
+class StoreError(EchoError):
+    """A repository failed. ``retryable`` (the root's attribute): whether the same call may succeed
+    later. ``sqlstate``: the backend's own code for the error, when it has one (PostgreSQL's SQLSTATE;
+    ``echo.adapters.store.errors`` draws PostgreSQL's subclasses)."""
+
+    def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
+        self.sqlstate = sqlstate
+        super().__init__(message)
+
+
 def new_plan_id() -> str:
     """A fresh plan id, ``plan_`` and 12 hex digits."""
     return f"plan_{uuid.uuid4().hex[:12]}"
+
+
+def memory_key(user_id: str, window_key: str) -> str:
+    """The id of the memory a window (or a window's fact) creates: a UUID stable per user and key,
+    so a retried insert is the same row and the same vector point on every backend."""
+    return str(uuid.uuid5(_MEMORY_NAMESPACE, f"{user_id}\x00{window_key}"))
 
 
 # Conversations --------------------------------------------------------------------------------
@@ -527,6 +552,8 @@ class ShadowStore(Protocol):
 
 class Transactions(Protocol):
     """Where a ``Connection`` comes from: a transaction, committed when the block ends and rolled
-    back when it raises (in memory: nothing is rolled back)."""
+    back when it raises. What rolls back is what the block wrote with its connection; a write made
+    without it (``connection=None``, or a method that takes none) is its own transaction. Locks taken
+    with it (``MemoryStore.user_lock``) are held until the block ends."""
 
     def transaction(self) -> AbstractAsyncContextManager[Connection]: ...

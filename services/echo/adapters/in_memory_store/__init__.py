@@ -5,10 +5,12 @@ Rules of this package:
   the same keys, idempotent writes, orderings and cascades, text made storable as ``pool`` makes it;
   ``tests/contract/store_contract.py`` runs both on the same behaviours;
 - no I/O, nothing outside the standard library, the domain and the ports;
-- transactions are not units: ``Tables.transaction`` yields a ``Transaction`` that the repositories
-  accept wherever PostgreSQL takes a connection and otherwise ignore; writes apply at once and
-  nothing is rolled back (a test of rollback belongs on PostgreSQL). ``Memories.user_lock`` and
-  ``Conversations.summary_lock`` are ``asyncio`` locks: they serialise coroutines of one process;
+- transactions are units of work: ``Tables.transaction`` yields a ``Transaction`` that the
+  repositories take wherever PostgreSQL takes a connection; writes apply at once (visible to every
+  reader straight away: no isolation), and when the block raises, what it wrote with the
+  transaction is put back as it was (a concurrent write of the same row, which PostgreSQL would
+  have made wait, is lost with it). ``Memories.user_lock`` and ``Conversations.summary_lock`` are
+  ``asyncio`` locks: they serialise coroutines of one process;
 - the schema's CHECK constraints (hash formats, statuses, importance 1-5) are not checked: what
   PostgreSQL refuses with a ``StoreError`` is kept here.
 

@@ -38,8 +38,8 @@ def _row(record: tables_module.AttachmentRecord) -> store_port.Attachment:
 
 
 class Attachments(store_port.AttachmentStore):
-    """The file registry of one tenant (``Tables``). ``connection`` arguments are accepted and
-    ignored: every write is applied at once."""
+    """The file registry of one tenant (``Tables``). Every write is applied at once; ``register``
+    given a ``Transaction`` (``connection``) is undone if its block raises."""
 
     def __init__(self, tables: tables_module.Tables) -> None:
         self.tables = tables
@@ -92,6 +92,7 @@ class Attachments(store_port.AttachmentStore):
             if new.content_sha256 is not None:
                 existing = self._by_content(user_id, new.chat_id, new.content_sha256)
             if (user_id, candidate) not in self.tables.attachments and existing is None:
+                tables_module.saving(connection, self.tables.attachments, [(user_id, candidate)])
                 instant = self.tables.now()
                 self.tables.attachments[(user_id, candidate)] = tables_module.AttachmentRecord(
                     source_id=candidate,

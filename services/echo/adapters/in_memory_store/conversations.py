@@ -51,15 +51,22 @@ def _row(record: tables_module.SummaryRecord) -> store_port.SummaryRow:
 
 
 class Conversations(store_port.ConversationStore):
-    """The conversation store of one tenant (``Tables``). ``connection`` arguments are accepted and
-    ignored: every write is applied at once."""
+    """The conversation store of one tenant (``Tables``). Every write is applied at once; one given
+    a ``Transaction`` (``connection``) is undone if its block raises."""
 
     def __init__(self, tables: tables_module.Tables) -> None:
         self.tables = tables
 
-    def _remember(self, user_id: str, messages: Mapping[str, Mapping[str, Any]]) -> None:
+    def _remember(
+        self,
+        user_id: str,
+        messages: Mapping[str, Mapping[str, Any]],
+        connection: store_port.Connection | None = None,
+    ) -> None:
+        known = self.tables.messages
+        tables_module.saving(connection, known, [(user_id, i) for i in messages if (user_id, i) not in known])
         for invariant, message in messages.items():
-            self.tables.messages.setdefault((user_id, invariant), tables_module.dumped(dict(message)))
+            known.setdefault((user_id, invariant), tables_module.dumped(dict(message)))
 
     def _best(self, user_id: str, hashes: Sequence[str]) -> store_port.SummaryRow | None:
         summaries = self.tables.summaries
@@ -70,12 +77,18 @@ class Conversations(store_port.ConversationStore):
         return None
 
     def _record_head(
-        self, user_id: str, chat_id: str, invariants: Sequence[str], head_hash: str | None
+        self,
+        user_id: str,
+        chat_id: str,
+        invariants: Sequence[str],
+        head_hash: str | None,
+        connection: store_port.Connection | None = None,
     ) -> None:
         key = (user_id, chat_id)
         known = self.tables.chat_heads.get(key)
         if known is not None and known.head_hash == head_hash:
             return  # an unchanged head is not rewritten
+        tables_module.saving(connection, self.tables.chat_heads, [key])
         self.tables.chat_heads[key] = tables_module.ChatHead(tuple(invariants), head_hash, self.tables.now())
 
     @storable_arguments
@@ -86,7 +99,7 @@ class Conversations(store_port.ConversationStore):
         *,
         connection: store_port.Connection | None = None,
     ) -> None:
-        self._remember(user_id, messages)
+        self._remember(user_id, messages, connection)
 
     @storable_arguments
     async def messages(self, user_id: str, invariants: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -195,7 +208,7 @@ class Conversations(store_port.ConversationStore):
         if head_hash is None:
             for invariant in invariants:
                 head_hash = chain.cumulative_hash(invariant, head_hash)
-        self._record_head(user_id, chat_id, invariants, head_hash)
+        self._record_head(user_id, chat_id, invariants, head_hash, connection)
 
     @storable_arguments
     async def outlet_statement(

@@ -4,7 +4,9 @@ A memory is keyed by (user, id); an insert of a known one changes nothing, a mer
 compare-and-set on ``version`` that keeps the replaced version in the history, and deleting a
 memory deletes its history (the foreign key's cascade); its window records stay. ``user_lock`` is an
 ``asyncio.Lock`` per user held until the ``Tables.transaction`` block it was taken in ends (taken
-again in the same block, it is already held); with any other ``connection`` it holds nothing.
+again in the same block, it is already held); with any other ``connection`` it holds nothing. A
+write given a ``Transaction`` is undone with the rest of its block when the block raises
+(``tables.saving``); ``merge`` takes no connection: it is its own unit, as on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ storable_arguments = tables_module.storable_arguments
 
 
 class Memories(store_port.MemoryStore):
-    """The memory store of one tenant (``Tables``). ``connection`` arguments are accepted and
-    ignored (but by ``user_lock``): every write is applied at once."""
+    """The memory store of one tenant (``Tables``). Every write is applied at once; one given a
+    ``Transaction`` (``connection``) is undone if its block raises, and ``user_lock`` holds its lock
+    until the block ends."""
 
     def __init__(self, tables: tables_module.Tables) -> None:
         self.tables = tables
@@ -60,11 +63,18 @@ class Memories(store_port.MemoryStore):
         )
 
     def _record_window(
-        self, user_id: str, window: records.WindowRef, outcome: str, memory: str | None, reason: str | None
+        self,
+        user_id: str,
+        window: records.WindowRef,
+        outcome: str,
+        memory: str | None,
+        reason: str | None,
+        connection: store_port.Connection | None = None,
     ) -> bool:
         key = (user_id, window.key)
         if key in self.tables.memory_windows:
             return False
+        tables_module.saving(connection, self.tables.memory_windows, [key])
         self.tables.memory_windows[key] = tables_module.WindowRecord(window.chat_id, outcome, memory, reason)
         return True
 
@@ -96,7 +106,7 @@ class Memories(store_port.MemoryStore):
         memory: str | None = None,
         reason: str | None = None,
     ) -> bool:
-        return self._record_window(user_id, window, outcome, memory, reason)
+        return self._record_window(user_id, window, outcome, memory, reason, connection)
 
     @storable_arguments
     async def insert(
@@ -113,6 +123,7 @@ class Memories(store_port.MemoryStore):
         key = (user_id, memory_id)
         if key in self.tables.memories:
             return False
+        tables_module.saving(connection, self.tables.memories, [key])
         now = self.tables.now()
         self.tables.memories[key] = tables_module.MemoryRecord(
             id=memory_id,
@@ -163,6 +174,7 @@ class Memories(store_port.MemoryStore):
         record = self.tables.memories.get((user_id, memory_id))
         if record is None:
             return None
+        tables_module.saving(connection, self.tables.memories, [(user_id, memory_id)])
         record.updated_at = self.tables.now()
         record.provenance.append(tables_module.dumped(window.to_json()))
         return record.version
@@ -207,12 +219,17 @@ class Memories(store_port.MemoryStore):
     ) -> None:
         record = self.tables.memories.get((user_id, memory_id))
         if record is not None and record.indexed_version < version:
+            tables_module.saving(connection, self.tables.memories, [(user_id, memory_id)])
             record.indexed_version = version
 
-    def _delete(self, user_id: str, memory_id: str) -> bool:
-        if self.tables.memories.pop((user_id, memory_id), None) is None:
+    def _delete(self, user_id: str, memory_id: str, connection: store_port.Connection | None) -> bool:
+        if (user_id, memory_id) not in self.tables.memories:
             return False
-        for key in [key for key in self.tables.memory_versions if key[:2] == (user_id, memory_id)]:
+        versions = [key for key in self.tables.memory_versions if key[:2] == (user_id, memory_id)]
+        tables_module.saving(connection, self.tables.memories, [(user_id, memory_id)])
+        tables_module.saving(connection, self.tables.memory_versions, versions)
+        del self.tables.memories[(user_id, memory_id)]
+        for key in versions:
             del self.tables.memory_versions[key]
         return True
 
@@ -220,11 +237,11 @@ class Memories(store_port.MemoryStore):
     async def delete(
         self, user_id: str, memory_id: str, *, connection: store_port.Connection | None = None
     ) -> bool:
-        return self._delete(user_id, memory_id)
+        return self._delete(user_id, memory_id, connection)
 
     @storable_arguments
     async def forget(self, user_id: str, *, connection: store_port.Connection | None = None) -> int:
-        deleted = tables_module.forget_rows(self.tables.memories, user_id)
-        tables_module.forget_rows(self.tables.memory_versions, user_id)
-        tables_module.forget_rows(self.tables.memory_windows, user_id)
+        deleted = tables_module.forget_rows(self.tables.memories, user_id, connection)
+        tables_module.forget_rows(self.tables.memory_versions, user_id, connection)
+        tables_module.forget_rows(self.tables.memory_windows, user_id, connection)
         return deleted

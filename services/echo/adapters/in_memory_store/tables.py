@@ -3,7 +3,9 @@
 ``Tables`` holds every table the repositories of this package read and write, keyed as the
 PostgreSQL schema keys them (``user_id`` first), so two repositories built on one ``Tables`` see the
 same rows, as two built on one ``pool.Store`` do. Its clock never answers the same instant twice
-(PostgreSQL's ``now()`` moves on between statements), so orderings by time have no ties.
+(PostgreSQL's ``now()`` moves on between statements), so orderings by time have no ties. Its
+transactions are units of work: a block that raises has what it wrote with its ``Transaction``
+undone (``saving``, ``Transaction.rollback``).
 
 ``storable_arguments`` makes what a method receives storable as ``pool`` does for every parameter
 (``echo.domain.text``: NUL and lone surrogates become U+FFFD), dataclass fields included.
@@ -13,18 +15,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import functools
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
 from echo.domain import shadow, text
 from echo.domain.memory import records
 
-__all__ = ["Tables", "Transaction", "dumped", "forget_rows", "loaded", "storable", "storable_arguments"]
+__all__ = [
+    "Tables",
+    "Transaction",
+    "dumped",
+    "forget_rows",
+    "loaded",
+    "saving",
+    "storable",
+    "storable_arguments",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -78,20 +90,56 @@ def loaded(stored: str) -> Any:
     return json.loads(stored)
 
 
-class Transaction:
-    """What ``Tables.transaction`` yields, the ``Connection`` the repositories take.
+_ABSENT = object()  # what a key had before the block's first change of it: nothing
 
-    Writes are not deferred and nothing is rolled back: each call is applied at once. Locks taken
-    with it (``Memories.user_lock``) are held until the block ends, as a transaction-scoped advisory
-    lock is."""
+
+class Transaction:
+    """What ``Tables.transaction`` yields, the ``Connection`` the repositories take: a unit of work.
+
+    Writes apply at once (the block and everyone else read them straight away); a repository given
+    the transaction first saves what each row it changes held (``save``), and when the block raises,
+    ``rollback`` puts every saved row back as it was, so the block's writes are undone together as
+    PostgreSQL's transaction undoes them. A write made without the transaction is not undone. Locks
+    taken with it (``Memories.user_lock``) are held until the block ends, as a transaction-scoped
+    advisory lock is."""
 
     def __init__(self) -> None:
         self.locks: dict[object, asyncio.Lock] = {}
+        self._undo: list[tuple[dict[Any, Any], Any, Any]] = []
+        self._saved: set[tuple[int, Any]] = set()
+
+    def save(self, table: dict[Any, Any], key: Any) -> None:
+        """Keep what ``table[key]`` holds now (a copy, or that it is absent), the first time the
+        block is about to change it."""
+        marker = (id(table), key)
+        if marker in self._saved:
+            return
+        self._saved.add(marker)
+        before = table.get(key, _ABSENT)
+        self._undo.append((table, key, before if before is _ABSENT else copy.deepcopy(before)))
+
+    def rollback(self) -> None:
+        """Put every saved row back as it was before the block, latest change first."""
+        for table, key, before in reversed(self._undo):
+            if before is _ABSENT:
+                table.pop(key, None)
+            else:
+                table[key] = before
+        self._undo.clear()
+        self._saved.clear()
 
     def release(self) -> None:
         for lock in self.locks.values():
             lock.release()
         self.locks.clear()
+
+
+def saving(connection: object, table: dict[Any, Any], keys: Iterable[Any]) -> None:
+    """Before a repository changes ``keys`` of ``table``: saved for a rollback when ``connection``
+    is a ``Transaction``; nothing otherwise (the write is its own transaction)."""
+    if isinstance(connection, Transaction):
+        for key in keys:
+            connection.save(table, key)
 
 
 @dataclass
@@ -255,18 +303,23 @@ class Tables:
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:
-        """A ``Transaction`` for the block: its locks are released when the block ends; nothing is
-        rolled back when it raises."""
+        """A ``Transaction`` for the block: what the block wrote with it is undone when the block
+        raises (cancelled included), and its locks are released when the block ends."""
         transaction = Transaction()
         try:
             yield transaction
+        except BaseException:
+            transaction.rollback()
+            raise
         finally:
             transaction.release()
 
 
-def forget_rows(table: dict[Any, Any], user_id: str) -> int:
-    """Delete a user's rows of one table (keys start with the user id); how many."""
+def forget_rows(table: dict[Any, Any], user_id: str, connection: object = None) -> int:
+    """Delete a user's rows of one table (keys start with the user id), inside ``connection``'s
+    transaction when it is one (``saving``); how many."""
     doomed = [key for key in table if key[0] == user_id]
+    saving(connection, table, doomed)
     for key in doomed:
         del table[key]
     return len(doomed)

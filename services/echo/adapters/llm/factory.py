@@ -31,6 +31,7 @@ def llm_from_settings(settings: Settings) -> LLM:
             key,
             timeout_s=settings.llm_timeout_seconds,
             json_mode=settings.openai_json_mode,
+            max_output_tokens=settings.openai_max_output_tokens,
             policy=policy,
         )
     if settings.llm_provider in ("auto", "gemini") and settings.gemini_api_key is not None:

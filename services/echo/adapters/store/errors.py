@@ -1,7 +1,8 @@
 """Store errors: every driver error leaves the store translated into one of these.
 
 EchoError
-└── StoreError                 something went wrong talking to PostgreSQL; ``retryable`` says if a retry helps
+└── StoreError                 (the store port's root, ``echo.ports.store``) something went wrong talking to
+    │                          PostgreSQL; ``retryable`` says if a retry helps
     ├── TransientStoreError    retryable, after a delay: connection lost or refused, server shutting down,
     │                          serialization failure, deadlock, lock or statement timeout, too many clients
     └── PermanentStoreError    retrying the same call fails the same way; fix the input, the schema or
@@ -19,7 +20,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from echo.errors import EchoError
+from echo.ports import store as store_port
 
 __all__ = [
     "ConstraintViolation",
@@ -34,13 +35,10 @@ __all__ = [
 ]
 
 
-class StoreError(EchoError):
-    """Root of the store errors. ``retryable`` (the root's attribute) tells whether the same call may
-    succeed later: true for `TransientStoreError`, false for the rest."""
-
-    def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
-        self.sqlstate = sqlstate
-        super().__init__(message)
+StoreError = store_port.StoreError
+"""Root of the store errors, the store port's (``echo.ports.store.StoreError``): ``retryable`` tells
+whether the same call may succeed later (true for `TransientStoreError`, false for the rest), and
+``sqlstate`` is PostgreSQL's code when the server answered one."""
 
 
 class TransientStoreError(StoreError):

@@ -12,7 +12,6 @@ Forgetting: ``forget`` deletes a user's memories (their versions go with them) a
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,27 +19,19 @@ from echo.adapters.store import pool, queries
 from echo.domain.memory import records
 from echo.ports import store as store_port
 
-__all__ = ["Memories", "MemoryRow", "get_query", "memory_from_row", "memory_key", "to_json"]
-
-_NAMESPACE = uuid.UUID("5f0c6b0e-8f1e-4d5c-9a53-4543484f0006")
+__all__ = ["Memories", "MemoryRow", "memory_from_row", "memory_key", "to_json"]
 
 
 def _sql() -> Mapping[str, queries.Query]:
     return queries.load("echo.adapters.store", "memories.sql")
 
 
-def memory_key(user_id: str, window_key: str) -> str:
-    """The id of the memory a window creates: stable, so a retried insert is the same row and point."""
-    return str(uuid.uuid5(_NAMESPACE, f"{user_id}\x00{window_key}"))
+memory_key = store_port.memory_key
+"""The id of the memory a window creates (the port's, re-exported)."""
 
 
 MemoryRow = store_port.MemoryRow
 """A memory and its indexed version (the port's value, re-exported)."""
-
-
-def get_query() -> queries.Query:
-    """The statement that reads one memory by (user_id, id), for callers inside their transaction."""
-    return _sql()["get_memory"]
 
 
 def memory_from_row(row: pool.Record, history: Sequence[records.MemoryVersion] = ()) -> MemoryRow:

@@ -47,8 +47,6 @@ from typing import Any, TypeVar
 import structlog
 
 from echo.adapters.llm import errors as llm_errors
-from echo.adapters.store import conversations
-from echo.adapters.store import errors as store_errors
 from echo.capabilities import handling
 from echo.capabilities.compression import metrics as compression_metrics
 from echo.capabilities.compression import payloads
@@ -175,7 +173,7 @@ class SummaryHandler:
         refs = _refs(previous, plan, fitted.taken)
         summary_tokens = self._counter(text)
         saved = await self.store.save_summary(
-            conversations.NewSummary(
+            store_port.NewSummary(
                 user_id=spec.user_id,
                 covered_hash=fitted.covered_hash,
                 covered_count=fitted.covered_count,
@@ -207,7 +205,7 @@ class SummaryHandler:
         return "created"
 
     async def _covered_before(
-        self, user_id: str, previous: conversations.SummaryRow | None
+        self, user_id: str, previous: store_port.SummaryRow | None
     ) -> Callable[[], int]:
         """What the turns the previous summary stands for cost as messages (its refs, loaded), as a
         function to call where the CPU work is done; refs no longer stored count nothing."""
@@ -294,7 +292,7 @@ class SummaryHandler:
                 await self.store.record_summary_failure(
                     spec.user_id, spec.chat_id, failure.reason, str(failure)
                 )
-            except store_errors.StoreError as error:  # the job's own outcome stands; only the notice is lost
+            except store_port.StoreError as error:  # the job's own outcome stands; only the notice is lost
                 bound.warning("summary_failure_not_recorded", error=str(error))
         if spec.fail_mode == "raise":
             raise errors.PermanentJobError(str(failure))
@@ -307,7 +305,7 @@ async def _cpu(size: int, work: Callable[[], _R]) -> _R:
     return await offload.to_thread(work)
 
 
-def _refs(previous: conversations.SummaryRow | None, plan: planning.SummaryPlan, taken: int) -> list[str]:
+def _refs(previous: store_port.SummaryRow | None, plan: planning.SummaryPlan, taken: int) -> list[str]:
     """The invariant hashes the new summary stands for, in order: the previous one's, then the new turns'."""
     kept: Sequence[str] = ()
     if previous is not None:

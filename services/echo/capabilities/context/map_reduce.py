@@ -1,6 +1,6 @@
 """The `map_reduce` job (seed 000, filter 1): one big file into the ephemeral RAG, and its summary.
 
-The `echo_context` inlet registers the file as pending (`echo.adapters.store.attachments`) and enqueues one
+The `echo_context` inlet registers the file as pending (the store port's `AttachmentStore`) and enqueues one
 job per source id (`payloads.MapReducePayload`, validated by the worker before the handler runs). The
 handler:
 
@@ -18,8 +18,10 @@ handler:
 4. marks the file ready with its summary; the next inlet puts it in the `<smart_context>` block.
 
 Failures: a file with no text to be had is marked failed with the reason (permanent); the files API,
-the embedder, the vector store or the LLM failing is retried with the queue's backoff; the last
-attempt's failure marks the file failed too, so the block tells the model and the user why.
+the embedder, the vector store or the LLM failing is retried with the queue's backoff; a store error
+is retried when it says a retry may help (`StoreError.retryable`, the store port's) and is permanent
+otherwise; the last attempt's failure marks the file failed too, so the block tells the model and
+the user why.
 A job whose file row is gone (expired, or its user forgotten) does nothing.
 """
 
@@ -34,8 +36,6 @@ import structlog
 
 from echo.adapters.llm import errors as llm_errors
 from echo.adapters.openwebui import client as openwebui_client
-from echo.adapters.store import attachments, pool
-from echo.adapters.store import errors as store_errors
 from echo.capabilities import handling
 from echo.capabilities.context import metrics as context_metrics
 from echo.capabilities.context import payloads
@@ -46,6 +46,7 @@ from echo.domain.attachments import mime as mime_module
 from echo.ports import backends as backends_port
 from echo.ports import embeddings as embeddings_base
 from echo.ports import llm
+from echo.ports import store as store_port
 from echo.ports import vectors as vectors_base
 from echo.queue import errors
 from echo.support import offload
@@ -82,19 +83,20 @@ def chunk_point_id(source_id: str, index: int) -> str:
 
 
 class MapReduceHandler:
-    """Runs `map_reduce` jobs with the file registry, the files API (None when not configured; closed
-    with the handler), the embedder, vectors and an LLM."""
+    """Runs `map_reduce` jobs with the file registry (the store port's `AttachmentStore`: PostgreSQL's
+    or the in-memory one), the files API (None when not configured; closed with the handler), the
+    embedder, vectors and an LLM."""
 
     def __init__(
         self,
-        store: pool.Store,
+        registry: store_port.AttachmentStore,
         llm_factory: Callable[[], llm.LLM],
         backends: backends_port.Index,
-        openwebui: openwebui_client.OpenWebUI | None,
+        openwebui: backends_port.OpenWebUI | None,
         *,
         max_attempts: int,
     ) -> None:
-        self.registry = attachments.Attachments(store)
+        self.registry = registry
         self.backends = backends
         self._openwebui = openwebui
         self._llm = handling.LazyLLM(llm_factory)
@@ -137,16 +139,21 @@ class MapReduceHandler:
             if failure.retryable:
                 raise errors.RetryLater(str(failure)) from failure
             raise errors.PermanentJobError(str(failure)) from failure
-        except store_errors.StoreError as error:
+        except store_port.StoreError as error:
             context_metrics.CONTEXT_MAP_REDUCE_FAILURES.labels("store").inc()
-            raise errors.RetryLater(f"store: {error}") from error
+            bound.warning("map_reduce_failed", reason="store", error=str(error), attempt=job.attempts)
+            if not error.retryable or job.attempts >= self.max_attempts:
+                await self._mark_failed(spec, f"store: {error}", bound)
+            if error.retryable:
+                raise errors.RetryLater(f"store: {error}") from error
+            raise errors.PermanentJobError(f"store: {error}") from error
         if done:
             context_metrics.CONTEXT_MAP_REDUCE_SECONDS.observe(time.perf_counter() - started)
 
     async def _mark_failed(self, spec: payloads.MapReducePayload, reason: str, bound: Any) -> None:
         try:
             await self.registry.mark_failed(spec.user_id, spec.source_id, reason)
-        except store_errors.StoreError as error:
+        except store_port.StoreError as error:
             bound.warning("mark_failed_failed", error=str(error))
 
     async def _run(self, spec: payloads.MapReducePayload, bound: Any) -> bool:
@@ -223,7 +230,7 @@ class MapReduceHandler:
         return answer.text.strip()
 
     @staticmethod
-    async def _openwebui_text(api: openwebui_client.OpenWebUI, file_id: str) -> str | None:
+    async def _openwebui_text(api: backends_port.OpenWebUI, file_id: str) -> str | None:
         record = await api.file(file_id)
         data = record.get("data") if record else None
         content = data.get("content") if isinstance(data, Mapping) else None

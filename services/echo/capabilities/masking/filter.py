@@ -11,6 +11,11 @@ starts, 32 s for a 32 MiB body), so it must neither hold the event loop nor outl
 - when even that cannot be waited for (the hook errs or its deadline passes first), `withhold_suspect`
   withholds every assistant text where a secret might start (`masking.may_hold_secret`).
 Never is unverified text passed on (a short text no secret can start in is not withheld: ids, types).
+
+A chat sends every earlier answer again on each turn, so a text verified clean (nothing masked, up to
+`CHUNK_CHARS`) is remembered per process (`_CleanTexts`, bounded by characters; texts that held a
+secret are never kept) and not scanned again: a turn scans what is new in it. When nothing was masked
+or withheld, the body is answered without a second walk.
 `unverified_text` counts, beside the secret kinds, texts withheld; a masking that ran out of time says
 so in a status line (`events`). Every text the web UI shows of an assistant message is masked: its
 content, output items (tool-call arguments and tool results), reasoning, tool calls and sources
@@ -24,7 +29,7 @@ import concurrent.futures
 import functools
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -63,6 +68,48 @@ def _never() -> bool:
     return False
 
 
+class _CleanTexts:
+    """Texts `masking.mask_secrets` verified to hold no secret, least recently seen dropped first past
+    `max_chars` characters in all; shared by the loop and the masking threads (a lock)."""
+
+    def __init__(self, max_chars: int) -> None:
+        self._texts: OrderedDict[str, None] = OrderedDict()
+        self._chars = 0
+        self._max_chars = max_chars
+        self._lock = threading.Lock()
+
+    def known(self, texts: list[str]) -> set[str]:
+        """Those of `texts` verified clean before (each now the most recently seen)."""
+        found: set[str] = set()
+        with self._lock:
+            for text in texts:
+                if text in self._texts:
+                    self._texts.move_to_end(text)
+                    found.add(text)
+        return found
+
+    def add(self, text: str) -> None:
+        if len(text) > CHUNK_CHARS:
+            return
+        with self._lock:
+            if text in self._texts:
+                return
+            self._texts[text] = None
+            self._chars += len(text)
+            while self._chars > self._max_chars:
+                dropped, _ = self._texts.popitem(last=False)
+                self._chars -= len(dropped)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._texts.clear()
+            self._chars = 0
+
+
+CLEAN_TEXTS_CHARS = 8 * 1024 * 1024  # about 8 to 32 MB of texts remembered clean
+_CLEAN = _CleanTexts(CLEAN_TEXTS_CHARS)
+
+
 def _mask_text(text: str, should_stop: StopCheck) -> tuple[str, Counter[str], bool]:
     """The masked text, its counts, and whether it was verified to its end (else it ends in WITHHELD)."""
     if len(text) <= CHUNK_CHARS:
@@ -90,12 +137,16 @@ class _OutletMasking:
             return text
 
         bodies.map_assistant_text(body, collect)
-        self.texts = sorted(texts, key=len)
+        clean = _CLEAN.known(list(texts))
+        # Verified clean on an earlier call: as they are, without a scan.
+        self._verified: dict[str, str] = {text: text for text in clean}
+        self.texts = sorted(texts - clean, key=len)  # what is left to scan
         self.size = sum(map(len, self.texts))
+        self._all = len(texts)
+        self._changed = False  # whether any text was masked or cut
         self.cancelled = threading.Event()
         self._should_stop = should_stop
         self._lock = threading.Lock()
-        self._verified: dict[str, str] = {}
         self._counts: Counter[str] = Counter()
 
     def stopped(self) -> bool:
@@ -106,17 +157,24 @@ class _OutletMasking:
             if self.stopped():
                 return
             masked, counts, complete = _mask_text(text, self.stopped)
+            clean = complete and not counts
             with self._lock:
-                self._verified[text] = masked if counts or not complete else text
+                self._verified[text] = text if clean else masked
+                self._changed = self._changed or not clean
                 self._counts.update(counts)
                 if not complete:
                     self._counts[UNVERIFIED] += 1
+            if clean:
+                _CLEAN.add(text)
 
     def result(self) -> tuple[dict[str, Any], Counter[str]]:
         """The body with what was verified so far; every other assistant text is WITHHELD, but a short
         one no secret can start in (an id, a type, a status)."""
         with self._lock:
             verified, counts = dict(self._verified), Counter(self._counts)
+            unchanged = not self._changed and len(verified) == self._all
+        if unchanged:  # every text verified, none masked: the body as it is (no second walk)
+            return dict(self.body), counts
         withheld: set[str] = set()
 
         def final(text: str) -> str:

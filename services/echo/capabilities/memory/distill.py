@@ -17,7 +17,7 @@ model before the handler runs (`echo.queue.payloads`). The handler:
    answer that nothing is worth remembering (no memory);
 4. embeds the facts and, for each (keyed `fact_key(window, n)`: its memory's id, its provenance
    and its record in `memory_windows`, so a retry writes each fact once; the window itself is
-   recorded after its last fact), under the user's lock (`Memories.user_lock`), finds the user's nearest
+   recorded after its last fact), under the user's lock (`MemoryStore.user_lock`), finds the user's nearest
    memory: an exact match only touches its date, a new one is inserted (row and vector in the
    lock, so the next window sees it); a similar one is merged by the LLM outside the lock, then
    written with a compare-and-set on its version: a merge that lost a race merges again into the
@@ -30,9 +30,15 @@ from `THREAD_MESSAGES` messages, checking its chain and cleaning its messages ru
 so that an in-process worker never holds the hooks' event loop (the LLM and the embedder already
 leave it: the offline provider and the local model compute on threads).
 
+Stores: the conversation and memory repositories of the store port (`echo.ports.store`) and its
+`Transactions`: each decision (touch, insert, the window's record, the indexed version) is one
+transaction, undone whole when a step inside it fails (the vector write, say), on PostgreSQL and in
+memory alike; the worker builds them from the tenant's `Repositories` (`handlers.builtin_registry`).
+
 Failures: LLM, embedder or vector store down → retried with the queue's backoff (nothing is
-written before the decision, and everything after it is idempotent); a forgotten user's job finds
-its row gone and stops (checked under the lock `DELETE /users/{id}` takes too).
+written before the decision, and everything after it is idempotent); a store error is retried when
+it says a retry may help (`StoreError.retryable`) and dead-letters the job otherwise; a forgotten
+user's job finds its row gone and stops (checked under the lock `DELETE /users/{id}` takes too).
 """
 
 from __future__ import annotations
@@ -45,8 +51,6 @@ from typing import Any, TypeVar
 import structlog
 
 from echo.adapters.llm import errors as llm_errors
-from echo.adapters.store import conversations, memories, pool
-from echo.adapters.store import errors as store_errors
 from echo.capabilities import handling
 from echo.capabilities.memory import metrics as memory_metrics
 from echo.capabilities.memory import payloads
@@ -55,6 +59,7 @@ from echo.domain.memory import cleaning, collisions, distillation, merging, reca
 from echo.ports import backends as backends_port
 from echo.ports import embeddings as embeddings_base
 from echo.ports import llm
+from echo.ports import store as store_port
 from echo.ports import vectors as vectors_base
 from echo.queue import errors
 from echo.support import offload
@@ -129,17 +134,20 @@ def _json_request(
 
 
 class DistillHandler:
-    """Runs `distill` jobs with the conversation and memory stores, an LLM, the embedder and vectors."""
+    """Runs `distill` jobs with the conversation and memory stores and their transactions (the store
+    port's: PostgreSQL's or the in-memory ones of one tenant), an LLM, the embedder and vectors."""
 
     def __init__(
         self,
-        store: pool.Store,
+        conversations: store_port.ConversationStore,
+        memories: store_port.MemoryStore,
+        transactions: store_port.Transactions,
         llm_factory: Callable[[], llm.LLM],
         backends: MemoryBackends,
     ) -> None:
-        self.store = store
-        self.conversations = conversations.Conversations(store)
-        self.memories = memories.Memories(store)
+        self.conversations = conversations
+        self.memories = memories
+        self.transactions = transactions
         self.backends = backends
         self._llm = handling.LazyLLM(llm_factory)
 
@@ -161,9 +169,12 @@ class DistillHandler:
             if failure.retryable:
                 raise errors.RetryLater(str(failure)) from failure
             raise errors.PermanentJobError(str(failure)) from failure
-        except store_errors.StoreError as error:
+        except store_port.StoreError as error:
             memory_metrics.MEMORY_DISTILL_FAILURES.labels("store").inc()
-            raise errors.RetryLater(f"store: {error}") from error
+            bound.warning("distill_failed", reason="store", error=str(error), attempt=job.attempts)
+            if error.retryable:
+                raise errors.RetryLater(f"store: {error}") from error
+            raise errors.PermanentJobError(f"store: {error}") from error
         if outcomes:
             for outcome in outcomes:
                 memory_metrics.MEMORIES.labels(outcome).inc()
@@ -221,7 +232,7 @@ class DistillHandler:
                 first = await self._fact_memory(spec.user_id, record.key)
         if not outcomes:
             return []
-        async with self.store.transaction() as connection:  # the window itself: a replay stops early
+        async with self.transactions.transaction() as connection:  # the window itself: a replay stops early
             await self.memories.user_lock(connection, spec.user_id)
             if await self.memories.job_alive(connection, job.id):
                 overall = "created" if "created" in outcomes else outcomes[0]
@@ -268,7 +279,7 @@ class DistillHandler:
 
     async def _discard(self, job: domain.Job, spec: payloads.DistillPayload, reason: str) -> list[str]:
         memory_metrics.MEMORY_DISCARDED.labels(reason).inc()
-        async with self.store.transaction() as connection:
+        async with self.transactions.transaction() as connection:
             await self.memories.user_lock(connection, spec.user_id)
             if not await self.memories.job_alive(connection, job.id):
                 return []
@@ -333,7 +344,7 @@ class DistillHandler:
         """Under the user's lock: touch or insert and return the outcome, or return the memory to
         merge into and its version (the merge happens outside the lock); None when there is nothing
         to do (the user was forgotten, or another delivery of the window did it)."""
-        async with self.store.transaction() as connection:
+        async with self.transactions.transaction() as connection:
             await self.memories.user_lock(connection, spec.user_id)
             if not await self.memories.job_alive(connection, job.id):
                 return None
@@ -364,7 +375,7 @@ class DistillHandler:
                     touched = await self._row(connection, spec.user_id, row.memory.id)
                     await self._write_point(vectors, touched, None, connection)
                     return collisions.Action.TOUCH.value
-            memory_id = memories.memory_key(spec.user_id, record.key)
+            memory_id = store_port.memory_key(spec.user_id, record.key)
             await self.memories.insert(
                 connection,
                 spec.user_id,
@@ -379,11 +390,11 @@ class DistillHandler:
             await self._write_point(vectors, created, vector, connection)
             return collisions.Action.INSERT.value
 
-    async def _row(self, connection: pool.Connection, user_id: str, memory_id: str) -> records.Memory:
-        row = await connection.fetchrow(memories.get_query(), user_id, memory_id)
+    async def _row(self, connection: store_port.Connection, user_id: str, memory_id: str) -> records.Memory:
+        row = await self.memories.get(user_id, memory_id, connection=connection)
         if row is None:  # pragma: no cover - written in this very transaction
             raise _Failure("missing_input", f"memory {memory_id} vanished", retryable=True)
-        return memories.memory_from_row(row).memory
+        return row.memory
 
     async def _search(
         self, vectors: vectors_base.VectorStore, vector: list[float], user_id: str
@@ -403,7 +414,7 @@ class DistillHandler:
         vectors: vectors_base.VectorStore,
         memory: records.Memory,
         vector: list[float] | None,
-        connection: pool.Connection,
+        connection: store_port.Connection,
     ) -> None:
         """Write the memory's point (its vector, or the stored one when None) and mark its version."""
         if vector is None:
@@ -452,7 +463,7 @@ class DistillHandler:
         )
         if version is None:
             return False
-        async with self.store.transaction() as connection:
+        async with self.transactions.transaction() as connection:
             await self.memories.user_lock(connection, spec.user_id)
             current = await self._row(connection, spec.user_id, target.id)
             if current.version == version:  # a later merge writes its own point
@@ -481,7 +492,7 @@ class DistillHandler:
             return
         embedder, vectors = await self._ready()
         vector = await self._embed(embedder, row.memory.summary)
-        async with self.store.transaction() as connection:
+        async with self.transactions.transaction() as connection:
             await self.memories.user_lock(connection, user_id)
             current = await self._row(connection, user_id, memory_id)
             if current.version == row.memory.version:

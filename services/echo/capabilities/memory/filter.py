@@ -12,11 +12,12 @@ Inlet (the one embedding call allowed on an inlet, DESIGN §5): the latest user 
 the user's nearest memories at or above `RECALL_MIN_SIMILARITY` are searched, those whose every source
 message the request already holds left out (its own messages, and the turns of the summary
 echo_compression names in `metadata`: `echo.domain.memory.context`, one store read for that summary's
-row), ranked by similarity, importance and recency, cut to `RECALL_TOP_K` and `RECALL_MAX_TOKENS`,
-and put in front of that user message as one block fenced as background history and not
-instructions (`echo.domain.memory.recall`). In the user's turn rather than
-a system message of its own: many chat templates (Mistral, Gemma…) refuse a system message after
-the first turn, and `echo.domain.chain` normalises the block away, so the turn hashes as if it were clean.
+row), ranked by similarity, importance and recency, taken while they fit `RECALL_MAX_TOKENS` (at most
+`RECALL_TOP_K`, a cap above what the budget holds of fact-sized memories), and put in front of that
+user message as one block fenced as background history and not instructions
+(`echo.domain.memory.recall`). In the user's turn rather than a system message of its own: many chat
+templates (Mistral, Gemma…) refuse a system message after the first turn, and `echo.domain.chain`
+normalises the block away, so the turn hashes as if it were clean.
 All of it runs under `INLET_DEADLINE_MS` less a margin: past it, or on any error, the turn goes on
 without memories (`echo_memory_recalls_total{outcome}`). Open WebUI's background tasks (titles,
 tags, queries) are left alone.
@@ -59,7 +60,7 @@ __all__ = ["MemoryFilter", "distill_job_key"]
 
 log = structlog.get_logger("echo.filters.memory")
 
-RECALL_CANDIDATES = 40  # nearest memories ranked (those the request holds left out) before the top K
+RECALL_CANDIDATES = 80  # nearest memories ranked (those the request holds left out) before the budget
 _ENQUEUED_ENTRIES = 100_000  # job keys remembered; a full set is cleared (a re-enqueue is idempotent)
 _DEADLINE_MARGIN_S = 0.02
 _LEADING_BLOCK = re.compile(

@@ -20,6 +20,7 @@ filename over 200 characters is cut (ending in `…`): YAML allows keys of 1024 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 
@@ -58,6 +59,7 @@ _MAX_KEY = 1000  # YAML's implicit keys end at 1024 characters, escapes included
 _RESOLVER = yaml.resolver.Resolver()
 
 
+@functools.lru_cache(maxsize=4096)  # PyYAML's emitter takes ~70 µs a value; a turn's values repeat
 def quoted(value: str) -> str:
     """`value` as a one-line YAML double-quoted scalar that cannot contain `<`: what replaces a
     placeholder together with its quotes (`'"##MODEL_ID##"'` → `quoted(model)`)."""

@@ -1,25 +1,35 @@
 """``_clean_messages`` of seed 000: what a distillation reads of a window. Pure.
 
-Kept: each message's role, its text, and the names of the files attached to it. Dropped: ids,
-timestamps, Open WebUI metadata and branch ids (never read), system messages, ECHO's own injected blocks
+Kept: each message's role, its text, the names of the files attached to it, and the day it was sent
+(Open WebUI's ``timestamp``, unix seconds, or milliseconds, as its messages carry it), so that a
+fact keeps its date ("yesterday" is a day the window can name). Dropped: ids, Open WebUI metadata
+and branch ids (never read), system messages, ECHO's own injected blocks
 (summaries, references, recalled memories, the AEC block, smart-context blocks), Open WebUI's
 ``<attached_files>`` prefix, reasoning and tool-call ``<details>`` blocks, images, tool results and
 tool-call-only assistant turns (tool noise). Whitespace runs are collapsed. A message with nothing left
 is dropped. A message longer than ``MAX_MESSAGE_CHARS`` keeps its head and its tail around a marker that
 says how much was cut, so one pasted log cannot blow the distillation's input. The rendering is one
-paragraph per message, ``User: …`` / ``Assistant: …``, which is about 8× fewer tokens than
-``str(messages)`` on Open WebUI bodies (``bench/memory.py``)."""
+paragraph per message, ``User: …`` / ``Assistant: …`` — ``User (8 May 2023): …`` when the message
+is dated (the day in UTC, English month names: ``day_of``) — which is about 8× fewer tokens
+than ``str(messages)`` on Open WebUI bodies (``bench/memory.py``)."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["MAX_MESSAGE_CHARS", "CleanMessage", "clean_messages", "clean_text", "render"]
+__all__ = ["MAX_MESSAGE_CHARS", "CleanMessage", "clean_messages", "clean_text", "day_of", "render"]
 
 MAX_MESSAGE_CHARS = 6000
+_MONTH_NAMES = (
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+)  # fmt: skip
+_MILLISECONDS = 10**11  # a timestamp above this is in milliseconds (year 5138 in seconds)
 
 _ROLES = {"user": "User", "assistant": "Assistant"}
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
@@ -43,6 +53,21 @@ class CleanMessage:
     role: str  # "user" or "assistant"
     text: str
     files: tuple[str, ...] = ()
+    sent_at: float | None = None  # unix seconds; None: not dated
+
+
+def day_of(seconds: float) -> str:
+    """The day of a unix time, UTC, as the window and the facts write it: ``8 May 2023``."""
+    at = datetime.fromtimestamp(seconds, UTC)
+    return f"{at.day} {_MONTH_NAMES[at.month - 1]} {at.year}"
+
+
+def _sent_at(message: Mapping[str, Any]) -> float | None:
+    value = message.get("timestamp")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    seconds = value / 1000 if value > _MILLISECONDS else float(value)
+    return seconds if 0 < seconds < _MILLISECONDS else None
 
 
 def clean_text(text: str) -> str:
@@ -108,7 +133,7 @@ def clean_messages(
         text = _bounded(clean_text(_content_text(message.get("content"))))
         files = _file_names(message, names)
         if text or files:
-            cleaned.append(CleanMessage(role, text, files))
+            cleaned.append(CleanMessage(role, text, files, _sent_at(message)))
     return cleaned
 
 
@@ -120,10 +145,12 @@ def _bounded(text: str) -> str:
 
 
 def render(messages: Sequence[CleanMessage]) -> str:
-    """One paragraph per message: ``User: text`` then ``[files: a.pdf, b.png]`` when it had some."""
+    """One paragraph per message: ``User: text`` (``User (8 May 2023): text`` when dated) then
+    ``[files: a.pdf, b.png]`` when it had some."""
     paragraphs = []
     for message in messages:
-        line = f"{_ROLES[message.role]}: {message.text}".rstrip()
+        dated = f" ({day_of(message.sent_at)})" if message.sent_at is not None else ""
+        line = f"{_ROLES[message.role]}{dated}: {message.text}".rstrip()
         if message.files:
             line += f"\n[files: {', '.join(message.files)}]"
         paragraphs.append(line)

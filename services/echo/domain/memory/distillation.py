@@ -3,7 +3,8 @@
 Pure. The answer is one JSON object: ``worth_remembering`` (false when the window holds nothing worth
 keeping: greetings, small talk, questions answered with general knowledge only — then no memory is
 made) and ``memories``, at most ``MAX_FACTS`` of them, each one fact about the user (or another
-participant) in one or two sentences — ``fact`` (at most ``MAX_FACT_WORDS`` words and
+participant) in one or two sentences that say who and when (the window renders each message with
+the day it was sent: ``cleaning.render``) — ``fact`` (at most ``MAX_FACT_WORDS`` words and
 ``MAX_MEMORY_TOKENS`` tokens, so that ten memories fit the default recall budget), and the seed's
 fields: ``memory_importance`` (1–5), ``memory_id`` (a short technical id: lower-case letters,
 digits, ``_`` and ``-``) and ``tags`` (3–5). Each becomes its own memory (the seed's merge policy
@@ -52,8 +53,8 @@ _MEMORY_SCHEMA: dict[str, Any] = {
     "properties": {
         "fact": {
             "type": "string",
-            "description": f"one fact about the user, third person, at most {MAX_FACT_WORDS} words, names,"
-            " numbers and dates exact",
+            "description": f"one fact about the user, third person, at most {MAX_FACT_WORDS} words: who and"
+            " when (the date it happened or was said), names, numbers and dates exact",
         },
         "memory_importance": {"type": "integer", "minimum": 1, "maximum": 5},
         "memory_id": {"type": "string", "description": "short technical id, e.g. user_trip_japan_2026"},
@@ -116,12 +117,15 @@ _SYSTEM = f"""You maintain the long-term memory of an assistant about one user.
 Read the conversation excerpt and list the facts worth remembering about the user (and the people
 they speak of) for future, unrelated conversations: durable facts (identity, relations, places,
 dates, events), preferences, decisions, goals, projects and their state, constraints.
-Write each fact as its own memory: one or two short sentences in the third person, at most
-{MAX_FACT_WORDS} words, that make sense alone (name who it is about; give the date when the
-conversation states one, not "yesterday"). Keep names, numbers and dates exactly. Write in the
-conversation's language. No narrative of the conversation, no summary of what was said: facts.
-At most {MAX_FACTS} memories; fewer when there is little to keep. Do not record the assistant's
-general knowledge, jokes, greetings or small talk.
+Each paragraph of the excerpt starts with its author and, when known, the day it was sent:
+"User (8 May 2023): ...". Write each fact as its own memory: one or two short sentences in the
+third person, at most {MAX_FACT_WORDS} words, that make sense alone: name who it is about or who
+said it (the user's or the person's name when the excerpt gives it), and say when — the day the
+fact happened or was said, as a date ("On 8 May 2023, ...": resolve "yesterday", "last week" or
+"next month" against the day of the message; no relative dates). Keep names, numbers and dates
+exactly. Write in the conversation's language. No narrative of the conversation, no summary of
+what was said: facts. At most {MAX_FACTS} memories; fewer when there is little to keep. Do not
+record the assistant's general knowledge, jokes, greetings or small talk.
 If nothing is worth remembering, answer worth_remembering=false and memories=[].
 For each memory: memory_importance 1 trivia, 2 minor preference, 3 useful fact, 4 important fact or
 project, 5 critical (health, safety, commitments, identity); memory_id a short technical id in

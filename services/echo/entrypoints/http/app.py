@@ -28,6 +28,7 @@ from echo.config import settings as settings_module
 from echo.entrypoints.http import (
     chats,
     edge,
+    hot,
     memories,
     openapi_docs,
     ops,
@@ -71,6 +72,23 @@ class _RequestContext:
             structlog.contextvars.clear_contextvars()
             scope.setdefault("state", {})["received_at"] = time.monotonic()
         await self.app(scope, receive, send)
+
+
+class _HooksApp(FastAPI):
+    """echo-hooks: a FastAPI app whose hot routes (`echo.entrypoints.http.hot`: the combined hooks)
+    are answered ahead of FastAPI's routing, behind the same edge and request context."""
+
+    hot: hot.HotRoutes | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        lean = self.hot
+        if lean is not None and scope["type"] == "http":
+            if self.root_path:
+                scope["root_path"] = self.root_path
+            if lean.serves(scope):
+                await lean(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
 
 
 class Service(Protocol):
@@ -145,7 +163,7 @@ def create_app(
             if openwebui is not None:
                 await openwebui.aclose()
 
-    app = FastAPI(
+    app = _HooksApp(
         title="echo-hooks",
         version=echo.__version__,
         lifespan=lifespan,
@@ -163,6 +181,16 @@ def create_app(
         max_body_bytes=settings.max_body_bytes,
         allowed_hosts=settings.allowed_hosts,
     )
+
+    def behind_the_edge(endpoint: ASGIApp) -> ASGIApp:  # what the hot routes meet, as every route does
+        return edge.Edge(
+            _RequestContext(endpoint),
+            keys=keys,
+            rules=rules,
+            max_body_bytes=settings.max_body_bytes,
+            allowed_hosts=settings.allowed_hosts,
+        )
+
     app.state.config = config
     app.state.settings = settings
     app.state.service = None
@@ -183,7 +211,7 @@ def create_app(
     @app.exception_handler(Exception)
     async def internal_error(request: Request, error: Exception) -> JSONResponse:
         log.exception("unhandled_error", path=request.url.path)
-        return JSONResponse({"detail": "internal error; see the service logs"}, status_code=500)
+        return JSONResponse({"detail": hot.INTERNAL_ERROR}, status_code=500)
 
     pipe_options = pipe_turn.PipeOptions(
         max_tool_rounds=settings.pipe_max_tool_rounds,
@@ -207,11 +235,15 @@ def create_app(
     # what making the app costs; an included router is referenced, not copied).
     memories_router = memories.build_memories_router(max_body_bytes=settings.max_body_bytes)
     chats_router = chats.build_chats_router(config, max_body_bytes=settings.max_body_bytes)
+    combined = protocol.build_combined_hooks(
+        filter_set=filter_set, config=config, max_body_bytes=settings.max_body_bytes
+    )
     protocol_router = protocol.build_protocol_router(
         filter_set=filter_set,
         config=config,
         max_body_bytes=settings.max_body_bytes,
         pipes_enabled=chat is not None,
+        combined=combined,
     )
     pipe_router = None
     if chat is not None:
@@ -233,6 +265,11 @@ def create_app(
         app.include_router(protocol_router, prefix=prefix, dependencies=protected, responses=unauthorized)
         if pipe_router is not None:
             app.include_router(pipe_router, prefix=prefix, dependencies=protected, responses=unauthorized)
+    # The combined hooks (two calls per turn) skip FastAPI's routing; the routes above document them.
+    app.hot = hot.HotRoutes(
+        {f"{prefix}/hooks/{phase}": combined[phase] for prefix in ("", "/v1") for phase in combined},
+        behind_the_edge,
+    )
     _document_the_edge(app)
     return app
 

@@ -168,7 +168,7 @@ def build_memories_router(*, max_body_bytes: int) -> APIRouter:
         wire.validate(SEARCH_REQUEST, data)
         try:
             found = await memory_search.search_memories(
-                backends_of(request), data["user_id"], data["query"], int(data.get("k", 10))
+                backends_of(request), data["user_id"], data["query"], int(data.get("k", 10)), max_tokens=None
             )
         except memory_search.BackendsNotReady as error:
             raise HTTPException(status_code=503, detail=str(error)) from error

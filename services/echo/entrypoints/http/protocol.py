@@ -28,7 +28,7 @@ from echo.domain import bodies
 from echo.entrypoints.http import identity, openapi_docs, runner, wire
 from echo.errors import ConfigError
 
-__all__ = ["build_protocol_router"]
+__all__ = ["CombinedHook", "build_combined_hooks", "build_protocol_router"]
 
 log = structlog.get_logger("echo.hooks")
 
@@ -60,14 +60,76 @@ def _valves_refused(error: ConfigError) -> HTTPException:
     )
 
 
+CombinedHook = Callable[[Request], Awaitable[Response]]
+
+
+def _priority(config: live_config.LiveConfig, flt: base.Filter) -> int:
+    return int(getattr(config.valves(flt.id), "priority", flt.priority))
+
+
+def build_combined_hooks(
+    *, filter_set: registry.FilterSet, config: live_config.LiveConfig, max_body_bytes: int
+) -> dict[base.Phase, CombinedHook]:
+    """The endpoints of `POST /hooks/inlet` and `/hooks/outlet`: every filter of `filter_set` (not the
+    pipes) in priority order, each as `POST /{hook_id}/filter/{phase}` runs it (`runner.run_chain`).
+    Each takes the request alone (no FastAPI parameter): the edge checked the key, the media type
+    and the size before (`echo.entrypoints.http.edge`)."""
+
+    def combined_hook(phase: base.Phase) -> CombinedHook:
+        async def run_filters(request: Request) -> Response:
+            payload = await wire.read_json(request, max_body_bytes)
+            wire.validate(wire.FILTER_REQUEST, payload)
+            body: dict[str, Any] = payload["body"]
+            # The user is the object Open WebUI attached, never a field of the body.
+            user: dict[str, Any] = payload.get("user") or {}
+            ids = bodies.turn_ids(body, user)
+            structlog.contextvars.bind_contextvars(
+                filter="hooks", phase=phase, chat_id=ids.chat_id, user_id=ids.user_id
+            )
+            identity.report("filter", phase, ids.user_id, bodies.foreign_claims(body, ids.user_id))
+            # Priority order now (a valve may change it; ties keep the registry's order), each filter
+            # with its own valves, read once per request.
+            steps = [
+                (
+                    flt,
+                    base.HookContext(
+                        filter_id=flt.id, phase=phase, user=user, ids=ids, valves=config.valves(flt.id)
+                    ),
+                )
+                for flt in sorted(filter_set.filters.values(), key=lambda flt: _priority(config, flt))
+            ]
+            headers = request.headers
+            answer, events = await runner.run_chain(
+                steps,
+                body,
+                trace_parent=propagate.extract(headers),
+                received_at=getattr(request.state, "received_at", None),
+            )
+            vary = {"Vary": wire.EVENTS_HEADER}
+            if wire.wants_events(headers):  # the Function: body and every filter's events
+                enveloped = wire.render_hook_answer(answer, events)
+                return Response(enveloped, media_type=wire.HOOK_ANSWER_MEDIA_TYPE, headers=vary)
+            return Response(answer, media_type="application/json", headers=vary)
+
+        return run_filters
+
+    return {"inlet": combined_hook("inlet"), "outlet": combined_hook("outlet")}
+
+
 def build_protocol_router(
     *,
     filter_set: registry.FilterSet,
     config: live_config.LiveConfig,
     max_body_bytes: int,
     pipes_enabled: bool,
+    combined: Mapping[base.Phase, CombinedHook] | None = None,
 ) -> APIRouter:
+    """The protocol routes. `combined`: the endpoints of `POST /hooks/inlet` and `/hooks/outlet`
+    (`build_combined_hooks`; built here when not given), routed and documented here; `create_app`
+    also answers them ahead of FastAPI's routing, with the same endpoints (`echo.entrypoints.http.hot`)."""
     router = APIRouter()
+    if combined is None:
+        combined = build_combined_hooks(filter_set=filter_set, config=config, max_body_bytes=max_body_bytes)
     created = int(time.time())
     # The ids served, as enums in the OpenAPI document; another id is a 404 that lists these.
     hook_ids = [*filter_set.filters, *(filter_set.pipes if pipes_enabled else ())]
@@ -100,7 +162,7 @@ def build_protocol_router(
     }
 
     def filter_priority(flt: base.Filter) -> int:
-        return int(getattr(config.valves(flt.id), "priority", flt.priority))
+        return _priority(config, flt)
 
     def known_hook(hook_id: str) -> base.Filter:
         flt = filter_set.filters.get(hook_id) or (filter_set.pipes.get(hook_id) if pipes_enabled else None)
@@ -220,48 +282,11 @@ def build_protocol_router(
         # Open WebUI over Pipelines: the bare body (the runner logged and counted the events).
         return Response(answer, media_type="application/json", headers=vary)
 
-    def combined_hook(phase: base.Phase) -> Callable[[Request], Awaitable[Response]]:
-        async def run_filters(request: Request) -> Response:
-            payload = await wire.read_json(request, max_body_bytes)
-            wire.validate(wire.FILTER_REQUEST, payload)
-            body: dict[str, Any] = payload["body"]
-            # The user is the object Open WebUI attached, never a field of the body.
-            user: dict[str, Any] = payload.get("user") or {}
-            ids = bodies.turn_ids(body, user)
-            structlog.contextvars.bind_contextvars(
-                filter="hooks", phase=phase, chat_id=ids.chat_id, user_id=ids.user_id
-            )
-            identity.report("filter", phase, ids.user_id, bodies.foreign_claims(body, ids.user_id))
-            # Priority order now (a valve may change it; ties keep the registry's order), each filter
-            # with its own valves, read once per request.
-            steps = [
-                (
-                    flt,
-                    base.HookContext(
-                        filter_id=flt.id, phase=phase, user=user, ids=ids, valves=config.valves(flt.id)
-                    ),
-                )
-                for flt in sorted(filter_set.filters.values(), key=filter_priority)
-            ]
-            answer, events = await runner.run_chain(
-                steps,
-                body,
-                trace_parent=propagate.extract(request.headers),
-                received_at=getattr(request.state, "received_at", None),
-            )
-            vary = {"Vary": wire.EVENTS_HEADER}
-            if wire.wants_events(request.headers):  # the Function: body and every filter's events
-                enveloped = wire.render_hook_answer(answer, events)
-                return Response(enveloped, media_type=wire.HOOK_ANSWER_MEDIA_TYPE, headers=vary)
-            return Response(answer, media_type="application/json", headers=vary)
-
-        return run_filters
-
     # One call per phase for the Open WebUI Function: every filter of this server, in priority order.
     for combined_phase in ("inlet", "outlet"):
         router.add_api_route(
             f"/hooks/{combined_phase}",
-            combined_hook(combined_phase),
+            combined[combined_phase],
             methods=["POST"],
             name=f"run_filters_{combined_phase}",
             summary=f"Run every filter's {combined_phase} in one call",

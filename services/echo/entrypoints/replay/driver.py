@@ -342,9 +342,9 @@ async def session(
     drain_seconds: float = 120.0,
 ) -> AsyncIterator[Replayer]:
     """A `Replayer` on ``store`` with a running worker; the session's user is forgotten at the end."""
-    handlers = capability_handlers.builtin_registry(settings, store)
-    runs = worker.Worker.from_settings(store, handlers, settings, concurrency=concurrency)
     repositories = capability_backends.on_store(store)
+    handlers = capability_handlers.builtin_registry(settings, repositories)
+    runs = worker.Worker.from_settings(store, handlers, settings, concurrency=concurrency)
     backends = backends_port.Backends(store=repositories)  # no index: echo_memory passes bodies through
     filters = registry.build_filters((), _ignore_masked, backends=lambda: backends)
     user = {"id": f"replay-{secrets.token_hex(6)}", "name": "echoctl replay", "role": "user"}
