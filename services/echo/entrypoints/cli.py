@@ -140,6 +140,7 @@ def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
     supervisor = supervision.Supervisor()
     backends = functools.partial(runtime.open_runtime, supervisor=supervisor)
     app = hooks_app.create_app(settings, config=config, backends=backends, supervisor=supervisor)
+    fast = _fast_server()
     uvicorn.run(
         app,
         host=settings.host,
@@ -147,7 +148,8 @@ def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
         log_config=None,
         access_log=False,
         timeout_keep_alive=settings.keep_alive_seconds,
-        **_fast_server(),
+        http=fast.get("http", "auto"),
+        loop=fast.get("loop", "auto"),
     )
 
 
