@@ -62,7 +62,6 @@ bench: install
 	$(BIN)/python bench/retrieval.py
 	$(BIN)/python bench/quality.py
 	$(BIN)/python bench/small_model.py
-	$(BIN)/python bench/openwebui_builtin.py
 	$(BIN)/python bench/suture.py
 	$(BIN)/python bench/attachments.py
 	$(BIN)/python bench/fuzz.py

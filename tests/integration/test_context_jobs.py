@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from fakes import documents
+from fakes.fixed_index import FixedIndex
 from fakes.gemini_server import FakeGemini
 from fakes.openwebui_files import BytesFiles
 
@@ -30,17 +31,6 @@ from echo.ports import vectors as vectors_base
 from echo.queue.registry import Registry
 
 pytestmark = pytest.mark.timeout(120)
-
-
-class Backends:
-    def __init__(self, embedder: Any, vectors: vectors_base.VectorStore | None) -> None:
-        self._embedder, self._vectors = embedder, vectors
-
-    def embedder(self) -> Any:
-        return self._embedder
-
-    async def vectors(self) -> vectors_base.VectorStore | None:
-        return self._vectors
 
 
 @pytest.fixture
@@ -96,7 +86,7 @@ def handler(store: Store, settings: Settings, embedder: Any, vectors: Any) -> ma
     return map_reduce.MapReduceHandler(
         attachments.Attachments(store),
         lambda: factory.llm_from_settings(settings),
-        Backends(embedder, vectors),
+        FixedIndex(embedder, vectors),
         None,
         max_attempts=3,
     )
@@ -183,7 +173,7 @@ async def test_an_image_is_transcribed_by_the_multimodal_model_then_indexed(
     run = map_reduce.MapReduceHandler(
         attachments.Attachments(store),
         lambda: factory.llm_from_settings(settings),
-        Backends(FakeEmbedder(64), vectors),
+        FixedIndex(FakeEmbedder(64), vectors),
         BytesFiles(image),  # type: ignore[arg-type]
         max_attempts=3,
     )

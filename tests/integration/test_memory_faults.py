@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.fixed_index import FixedIndex
 from prometheus_client import REGISTRY
 
 from echo.adapters.embeddings.fake import FakeEmbedder
@@ -41,17 +42,6 @@ FACT = [
 ]
 
 
-class Backends:
-    def __init__(self, embedder: Any, vectors: Any) -> None:
-        self._embedder, self._vectors = embedder, vectors
-
-    def embedder(self) -> Any:
-        return self._embedder
-
-    async def vectors(self) -> Any:
-        return self._vectors
-
-
 async def enqueue(store: pool.Store, messages: list[dict[str, Any]], user: str = "u1") -> Any:
     links = chain.build_chain(messages)
     await conversations.Conversations(store).remember(
@@ -78,7 +68,7 @@ def handler(store: pool.Store, embedder: Any, vectors: Any) -> Callable[[Any], A
         memories.Memories(store),
         store,
         OfflineLLM,
-        Backends(embedder, vectors),
+        FixedIndex(embedder, vectors),
     )
     return Registry().register(kinds.DISTILL, run, payload=payloads.DistillPayload).run
 

@@ -400,7 +400,8 @@ def test_public_api_is_pinned_and_the_package_is_pure() -> None:
         "resolve_zone",
     ]
     allowed = {
-        "__future__", "collections.abc", "dataclasses", "datetime", "functools", "re", "typing", "zoneinfo", "yaml",
+        "__future__", "collections.abc", "dataclasses", "datetime", "functools", "re", "typing", "zoneinfo",
+        "yaml",
         "echo.domain.aec", "echo.domain.aec.entries", "echo.domain.aec.environment",
         "echo.domain.aec.rendering", "echo.config",
     }  # fmt: skip

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import pytest
+from fakes.fixed_index import FixedIndex
 
 from echo.adapters import in_memory_store
 from echo.adapters.embeddings.fake import FakeEmbedder
@@ -35,17 +36,6 @@ FACT = [
     },
 ]
 MORE = [*FACT, {"role": "user", "content": "Tom's teacher is Mrs Laurent, lessons on Mondays at 5 pm."}]
-
-
-class Index:
-    def __init__(self, embedder: Any, vectors: Any) -> None:
-        self._embedder, self._vectors = embedder, vectors
-
-    def embedder(self) -> Any:
-        return self._embedder
-
-    async def vectors(self) -> Any:
-        return self._vectors
 
 
 class FailingVectors(InMemoryVectorStore):
@@ -83,7 +73,11 @@ class Tenant:
     ) -> Callable[[domain.Job], Awaitable[None]]:
         """A distill handler as a worker runs it: the job's stored payload validated into its model first."""
         run = distill.DistillHandler(
-            self.conversations, memories or self.memories, self.tables, OfflineLLM, Index(embedder, vectors)
+            self.conversations,
+            memories or self.memories,
+            self.tables,
+            OfflineLLM,
+            FixedIndex(embedder, vectors),
         )
         return Registry().register(kinds.DISTILL, run, payload=payloads.DistillPayload).run
 

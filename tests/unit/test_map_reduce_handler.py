@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from fakes import documents
+from fakes.fixed_index import FixedIndex
 from fakes.openwebui_files import BytesFiles
 
 from echo.adapters import in_memory_store
@@ -30,17 +31,6 @@ from echo.queue import errors
 from echo.queue.registry import Registry
 
 DIMENSION = 64
-
-
-class Index:
-    def __init__(self, embedder: Any, vectors: vectors_base.VectorStore | None) -> None:
-        self._embedder, self._vectors = embedder, vectors
-
-    def embedder(self) -> Any:
-        return self._embedder
-
-    async def vectors(self) -> vectors_base.VectorStore | None:
-        return self._vectors
 
 
 class DownEmbedder(FakeEmbedder):
@@ -85,7 +75,9 @@ class Tenant:
         return map_reduce.MapReduceHandler(
             registry or self.registry,
             OfflineLLM,
-            Index(embedder or FakeEmbedder(DIMENSION), self.vectors if vectors == "default" else vectors),
+            FixedIndex(
+                embedder or FakeEmbedder(DIMENSION), self.vectors if vectors == "default" else vectors
+            ),
             files,
             max_attempts=3,
         )

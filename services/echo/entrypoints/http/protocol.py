@@ -67,6 +67,24 @@ def _priority(config: live_config.LiveConfig, flt: base.Filter) -> int:
     return int(getattr(config.valves(flt.id), "priority", flt.priority))
 
 
+async def read_filter_request(
+    request: Request, max_body_bytes: int, label: str, phase: str
+) -> tuple[dict[str, Any], dict[str, Any], bodies.TurnIds]:
+    """A filter call's body, its user and the turn's ids, read and checked once (a 4xx naming the
+    field otherwise), bound to the request's logs. The user is the object Open WebUI attached, never
+    a field of the body (`echo.entrypoints.http.identity`)."""
+    payload = await wire.read_json(request, max_body_bytes)
+    wire.validate(wire.FILTER_REQUEST, payload)
+    body: dict[str, Any] = payload["body"]
+    user: dict[str, Any] = payload.get("user") or {}
+    ids = bodies.turn_ids(body, user)
+    structlog.contextvars.bind_contextvars(
+        filter=label, phase=phase, chat_id=ids.chat_id, user_id=ids.user_id
+    )
+    identity.report("filter", phase, ids.user_id, bodies.foreign_claims(body, ids.user_id))
+    return body, user, ids
+
+
 def build_combined_hooks(
     *, filter_set: registry.FilterSet, config: live_config.LiveConfig, max_body_bytes: int
 ) -> dict[base.Phase, CombinedHook]:
@@ -77,16 +95,7 @@ def build_combined_hooks(
 
     def combined_hook(phase: base.Phase) -> CombinedHook:
         async def run_filters(request: Request) -> Response:
-            payload = await wire.read_json(request, max_body_bytes)
-            wire.validate(wire.FILTER_REQUEST, payload)
-            body: dict[str, Any] = payload["body"]
-            # The user is the object Open WebUI attached, never a field of the body.
-            user: dict[str, Any] = payload.get("user") or {}
-            ids = bodies.turn_ids(body, user)
-            structlog.contextvars.bind_contextvars(
-                filter="hooks", phase=phase, chat_id=ids.chat_id, user_id=ids.user_id
-            )
-            identity.report("filter", phase, ids.user_id, bodies.foreign_claims(body, ids.user_id))
+            body, user, ids = await read_filter_request(request, max_body_bytes, "hooks", phase)
             # Priority order now (a valve may change it; ties keep the registry's order), each filter
             # with its own valves, read once per request.
             steps = [
@@ -256,17 +265,7 @@ def build_protocol_router(
                 status_code=404, detail=f"unknown filter phase {phase!r}; use inlet or outlet"
             )
         flt = known_hook(hook_id)
-        payload = await wire.read_json(request, max_body_bytes)
-        wire.validate(wire.FILTER_REQUEST, payload)
-        body: dict[str, Any] = payload["body"]
-        # The user is the object Open WebUI attached, never a field of the body
-        # (`echo.entrypoints.http.identity`).
-        user: dict[str, Any] = payload.get("user") or {}
-        ids = bodies.turn_ids(body, user)
-        structlog.contextvars.bind_contextvars(
-            filter=hook_id, phase=phase, chat_id=ids.chat_id, user_id=ids.user_id
-        )
-        identity.report("filter", phase, ids.user_id, bodies.foreign_claims(body, ids.user_id))
+        body, user, ids = await read_filter_request(request, max_body_bytes, hook_id, phase)
         valves = config.valves(hook_id) if hook_id in filter_set.filters else None
         ctx = base.HookContext(
             filter_id=hook_id, phase=cast(base.Phase, phase), user=user, ids=ids, valves=valves
