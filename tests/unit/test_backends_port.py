@@ -12,9 +12,10 @@ from echo.adapters.embeddings.fake import FakeEmbedder
 from echo.adapters.vectors.memory import InMemoryVectorStore
 from echo.capabilities import base, registry
 from echo.capabilities.memory import search as memory_search
-from echo.domain import bodies
+from echo.domain import bodies, tokens
 from echo.entrypoints import runtime
 from echo.ports import backends as backends_port
+from echo.ports import vectors as vectors_base
 
 USER = {"id": "u1"}
 
@@ -61,3 +62,29 @@ async def test_filters_built_without_backends_pass_what_needs_a_store() -> None:
         ctx = base.HookContext(hook_id, "outlet", USER, bodies.turn_ids(body, USER), None)
         assert await flt.outlet(body, ctx) is body  # nothing stored, nothing enqueued, no event
         assert ctx.events == []
+
+
+async def test_memory_search_keeps_to_its_token_budget_nearest_first_and_says_each_score() -> None:
+    rt = _runtime()
+    rt.vectors = InMemoryVectorStore(dimension=16)
+    embedder = FakeEmbedder(dimension=16)
+    texts = [f"Caroline adopted a dog named Rex number {n} " + "and walks him daily " * 6 for n in range(6)]
+    vectors = await embedder.embed(texts)
+    await rt.vectors.upsert(
+        vectors_base.Kind.MEMORY,
+        [
+            vectors_base.Point(id=f"m{n}", vector=vector, user_id="u1", payload={"summary": text})
+            for n, (text, vector) in enumerate(zip(texts, vectors, strict=True))
+        ],
+    )
+    each = tokens.estimate_tokens(texts[0])
+    unbounded = await memory_search.search_memories(
+        rt.backends(), "u1", texts[0], 6, min_score=-1.0, max_tokens=None
+    )
+    assert len(unbounded) == 6
+    bounded = await memory_search.search_memories(
+        rt.backends(), "u1", texts[0], 6, min_score=-1.0, max_tokens=2 * each + 1
+    )
+    assert [hit["id"] for hit in bounded] == [hit["id"] for hit in unbounded][:2]  # nearest first
+    assert bounded[0]["summary"] == texts[0]
+    assert all(isinstance(hit["score"], float) for hit in bounded)
