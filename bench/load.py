@@ -61,7 +61,7 @@ from echo.adapters.vectors import qdrant
 from echo.ports import vectors as vectors_base
 from echo.queue import queue
 from echo.support import logs
-from echo_operator import render_hooks
+from echo_operator.render import hooks as render_hooks
 
 KEY = "load-bench-key"
 DEADLINE_MS = 800.0  # every filter's inlet deadline (valves INLET_DEADLINE_MS / inlet_deadline_ms)

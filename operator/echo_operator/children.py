@@ -9,11 +9,13 @@ from typing import Any
 
 import kopf
 
-from echo_operator import apply, metrics, render, render_config, render_openwebui, status
+from echo_operator import apply, metrics, render, status
 from echo_operator import spec as spec_module
-from echo_operator import tenant as tenant_module
 from echo_operator.kube import ApiError, Kube
-from echo_operator.tenant import Tenant
+from echo_operator.render import config as render_config
+from echo_operator.render import openwebui as render_openwebui
+from echo_operator.render import tenant as tenant_module
+from echo_operator.render.tenant import Tenant
 
 __all__ = [
     "STATUS_ATTEMPTS",

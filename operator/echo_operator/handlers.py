@@ -11,13 +11,14 @@ from typing import Any
 
 import kopf
 
-from echo_operator import apply, children, crd, metrics, modes, status
+from echo_operator import apply, children, crd, metrics, status
 from echo_operator import settings as settings_module
 from echo_operator import spec as spec_module
 from echo_operator import status as status_module  # `status` is also kopf's keyword argument
-from echo_operator import tenant as tenant_module
 from echo_operator.kube import Kube
-from echo_operator.tenant import Tenant
+from echo_operator.render import modes
+from echo_operator.render import tenant as tenant_module
+from echo_operator.render.tenant import Tenant
 
 __all__ = ["build_registry"]
 

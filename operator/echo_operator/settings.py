@@ -14,7 +14,7 @@ from pathlib import Path
 
 import kopf
 
-from echo_operator import tenant
+from echo_operator.render import tenant
 
 __all__ = ["FINALIZER", "STORAGE_PREFIX", "OperatorConfig", "configure", "load_dashboards"]
 

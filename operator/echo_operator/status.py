@@ -19,8 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from echo_operator import modes, render_openwebui
-from echo_operator.tenant import Tenant
+from echo_operator.render import modes
+from echo_operator.render import openwebui as render_openwebui
+from echo_operator.render.tenant import Tenant
 
 __all__ = [
     "BLOCKING_REASONS",

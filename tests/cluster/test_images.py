@@ -217,7 +217,7 @@ def test_postgres_accepts_a_password_connection_from_the_network(docker: Docker,
 def embedding(docker: Docker, run: Run) -> tuple[str, str]:
     ref = _image(docker, "echo-embedding")
     model = docker.inspect(ref)["Config"]["Labels"]["dev.echo.embedding.model"]
-    # The operator's command line (render_embedding.py): Infinity's own arguments, no command.
+    # The operator's command line (echo_operator/render/embedding.py): Infinity's own arguments, no command.
     container = run(ref, "v2", "--model-id", model, "--port", "7997", "--device", "cpu", flags=FAST_HEALTH)
     _wait_http(f"http://{docker.address(container)}:7997/health", 240, docker, container)
     return container, model

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from echo_operator import render_distiller
+from echo_operator.render import distiller as render_distiller
+from echo_operator.render.tenant import Tenant
 from echo_operator.spec import parse_spec
-from echo_operator.tenant import Tenant
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMTOOL = ROOT / "tools" / "bin" / "promtool"

@@ -570,7 +570,7 @@ def test_the_prometheus_adapter_rule_serves_what_the_distiller_hpa_asks_for() ->
     """The HPA fallback (spec.distiller.keda: false) reads the External metric `echo_jobs_pending`
     selected by `tenant`, in its own namespace: the rule must answer exactly that, with the tenant's
     total (the query KEDA runs, tests/unit/test_operator_render.py) and not a sum over workers."""
-    render_distiller = pytest.importorskip("echo_operator.render_distiller")
+    render_distiller = pytest.importorskip("echo_operator.render.distiller")
     (configmap,) = _adapter_rules()
     config = yaml.safe_load(configmap["data"]["config.yaml"])  # `rules.existing: <this ConfigMap>`
     values = yaml.safe_load(configmap["data"]["values.yaml"])  # or merged into the adapter's values
@@ -585,7 +585,7 @@ def test_the_prometheus_adapter_rule_serves_what_the_distiller_hpa_asks_for() ->
 
 
 def test_the_readme_documents_the_shipped_adapter_rule() -> None:
-    render_distiller = pytest.importorskip("echo_operator.render_distiller")
+    render_distiller = pytest.importorskip("echo_operator.render.distiller")
     readme = (CHART / "README.md").read_text()
     assert "prometheusAdapterRules.enabled" in readme
     assert render_distiller.ADAPTER_METRICS_QUERY in readme

@@ -398,7 +398,7 @@ def test_the_uid_matches_the_chart_and_the_operator() -> None:
     values = yaml.safe_load((ROOT / "charts" / "echo-operator" / "values.yaml").read_text())
     assert values["podSecurityContext"]["runAsUser"] == UID
     assert values["securityContext"]["runAsUser"] == UID
-    pods = (ROOT / "operator" / "echo_operator" / "pods.py").read_text()
+    pods = (ROOT / "operator" / "echo_operator" / "render" / "pods.py").read_text()
     assert f"ECHO_UID = {UID}" in pods
 
 
@@ -407,7 +407,7 @@ def test_the_embedding_entrypoint_takes_infinitys_command_line() -> None:
     runtime = _stages(parse(IMAGES[2].dockerfile))[-1]
     entrypoint = json.loads(next(i.value for i in runtime if i.keyword == "ENTRYPOINT"))
     assert entrypoint == ["echo-embedding-serve"]
-    render = (ROOT / "operator" / "echo_operator" / "render_embedding.py").read_text()
+    render = (ROOT / "operator" / "echo_operator" / "render" / "embedding.py").read_text()
     assert '"v2"' in render
     assert '"--model-id"' in render
     assert '"command"' not in render
@@ -532,7 +532,11 @@ def _missing_dependencies(start: list[str], extra: str) -> dict[str, str]:
 
 def test_the_operator_image_has_every_dependency_the_operator_imports() -> None:
     """The operator image installs the core and the `operator` extra only (no services, no torch)."""
-    start = [f"echo_operator.{p.stem}" for p in (ROOT / "operator" / "echo_operator").glob("*.py")]
+    package = ROOT / "operator" / "echo_operator"
+    start = [
+        ".".join(("echo_operator", *p.relative_to(package).with_suffix("").parts)).removesuffix(".__init__")
+        for p in package.rglob("*.py")
+    ]
     missing = _missing_dependencies(start, "operator")
     assert not missing, f"imported by the operator but not in the core or `operator` extra: {missing}"
 

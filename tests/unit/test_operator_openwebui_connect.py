@@ -13,8 +13,8 @@ import kubernetes_validate
 import pytest
 
 from echo_operator import apply, crd, handlers, render, status
+from echo_operator.render.tenant import Tenant
 from echo_operator.spec import InvalidSpec, parse_spec
-from echo_operator.tenant import Tenant
 
 K8S_VERSION = "1.33"
 OWUI = "http://open-webui.owui.svc:8080"

@@ -14,9 +14,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from echo_operator import render, render_distiller
+from echo_operator import render
+from echo_operator.render import distiller as render_distiller
+from echo_operator.render.tenant import Tenant
 from echo_operator.spec import parse_spec
-from echo_operator.tenant import Tenant
 
 K8S_VERSION = "1.33"
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"

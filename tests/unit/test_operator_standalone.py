@@ -10,7 +10,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from echo_operator import apply, modes, render
+from echo_operator import apply, render
+from echo_operator.render import modes
 from echo_operator.spec import InvalidSpec, parse_spec
 
 STANDALONE: dict[str, Any] = {"mode": "standalone", "llm": {"provider": "offline"}}

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from echo.config import tenancy
 from echo.ports import vectors
-from echo_operator.tenant import TENANT_ID_MAX, tenant_id
+from echo_operator.render.tenant import TENANT_ID_MAX, tenant_id
 
 # What Kubernetes accepts: a namespace is a DNS-1123 label; an object name a DNS-1123 subdomain
 # (EchoDeployment names are narrower, DNS-1035 labels of at most 40 characters: a subset).

@@ -24,11 +24,12 @@ is the behaviour both pass.
 from __future__ import annotations
 
 import builtins
+import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias
+from typing import Any, ClassVar, Protocol, TypeAlias
 
 from echo.domain import aec, shadow
 from echo.domain.attachments import routing
@@ -85,9 +86,35 @@ class StoreError(EchoError):
     later. ``sqlstate``: the backend's own code for the error, when it has one (PostgreSQL's SQLSTATE;
     ``echo.adapters.store.errors`` draws PostgreSQL's subclasses)."""
 
+    refused: ClassVar[str | None] = None
+    """What the backend refused, for a status line ("a value", "the write"); None when it refused
+    nothing and failed instead."""
+
     def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
         self.sqlstate = sqlstate
         super().__init__(message)
+
+
+_TYPE_PREFIX = re.compile(r"^[A-Za-z_]\w*: ")
+_MAX_REASON_CHARS = 100
+
+
+def _reason(error: StoreError) -> str:
+    """The error's message without the driver's class name, cut for a status line."""
+    reason = _TYPE_PREFIX.sub("", str(error).split("\n", 1)[0], count=1).strip()
+    return reason if len(reason) <= _MAX_REASON_CHARS else reason[:_MAX_REASON_CHARS] + "…"
+
+
+def describe(error: StoreError, what: str = "the store") -> str:
+    """What a status line says of a store error (``what``: how it names the store). A value or a
+    write the backend refused says so, with its reason; so does another error the server answered
+    (a SQLSTATE: a bug or a schema out of date); "… is unavailable" is for the rest, a store that
+    could not be used at all (down, unreachable, its pool closed, not started)."""
+    if error.refused is not None:
+        return f"{what} refused {error.refused} ({_reason(error)})"
+    if error.retryable or not error.sqlstate:
+        return f"{what} is unavailable"
+    return f"{what} failed ({_reason(error)})"
 
 
 def new_plan_id() -> str:

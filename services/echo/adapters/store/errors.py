@@ -16,7 +16,6 @@ EchoError
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -54,12 +53,16 @@ class PermanentStoreError(StoreError):
 class ConstraintViolation(PermanentStoreError):
     """A constraint of the schema refused the write (SQLSTATE class 23)."""
 
+    refused = "the write"
+
 
 class DataRefused(PermanentStoreError):
     """A value of the statement was refused (SQLSTATE class 22, data exception, or a parameter the
     driver cannot encode): the store works, this data does not fit. Text is made storable before it
     is sent (``echo.domain.text``), so this names a bug or a value of another kind (a NaN in JSON, a number
     out of range), never a store that is down."""
+
+    refused = "a value"
 
 
 class MigrationError(PermanentStoreError):
@@ -109,28 +112,8 @@ def translate(error: BaseException) -> StoreError:
     return PermanentStoreError(f"{type(error).__name__}: {error}")
 
 
-_TYPE_PREFIX = re.compile(r"^[A-Za-z_]\w*: ")
-_MAX_REASON_CHARS = 100
-
-
-def _reason(error: StoreError) -> str:
-    """The error's message without the driver's class name, cut for a status line."""
-    reason = _TYPE_PREFIX.sub("", str(error).split("\n", 1)[0], count=1).strip()
-    return reason if len(reason) <= _MAX_REASON_CHARS else reason[:_MAX_REASON_CHARS] + "…"
-
-
-def describe(error: StoreError, what: str = "the store") -> str:
-    """What a status line says of a store error (``what``: how it names the store). A value or a
-    write the server refused says so, with PostgreSQL's reason; so does another error the server
-    answered (a SQLSTATE: a bug or a schema out of date); "… is unavailable" is for the rest, a store
-    that could not be used at all (down, unreachable, its pool closed, not started)."""
-    if isinstance(error, DataRefused):
-        return f"{what} refused a value ({_reason(error)})"
-    if isinstance(error, ConstraintViolation):
-        return f"{what} refused the write ({_reason(error)})"
-    if error.retryable or not error.sqlstate:
-        return f"{what} is unavailable"
-    return f"{what} failed ({_reason(error)})"
+describe = store_port.describe
+"""What a status line says of a store error (``echo.ports.store.describe``)."""
 
 
 @contextmanager

@@ -55,7 +55,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from echo.adapters.store import errors as store_errors
 from echo.capabilities import base
 from echo.capabilities.compression import caches as caches_module
 from echo.capabilities.compression import costs as compression_costs
@@ -195,7 +194,7 @@ class CompressionFilter:
         if store is not None and ctx.ids.user_id and len(turns):
             try:
                 found = await store.conversations.inlet_lookup(ctx.ids.user_id, turns.hashes, ctx.ids.chat_id)
-            except store_errors.StoreError as error:
+            except store_port.StoreError as error:
                 reporting.store_failed(self.name, ctx, error)
                 return allowance.with_room(body, 0)  # nothing freed: nothing of the chat is added
             row = found.summary
@@ -325,7 +324,7 @@ class CompressionFilter:
         )
         try:
             await self._outlet.run(store, branch, ctx)
-        except store_errors.StoreError as error:
+        except store_port.StoreError as error:
             reporting.store_failed(self.name, ctx, error)
             return body
         if ctx.ids.chat_id:

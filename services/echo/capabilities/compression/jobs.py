@@ -11,7 +11,7 @@ job.
 `compact` is the manual compaction itself: the chat's latest branch as the outlet last recorded it
 (`Conversations.latest_branch`), its messages from the content-addressed store, the newest summary
 valid for it, then `echo.domain.compression.compaction.plan_compaction`. It reads and writes the store only;
-store errors (`echo.adapters.store.errors.StoreError`) and an invalid summary window (`ConfigError`) reach the
+store errors (`echo.ports.store.StoreError`) and an invalid summary window (`ConfigError`) reach the
 caller, which says so to its own client.
 """
 

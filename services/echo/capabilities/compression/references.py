@@ -49,7 +49,6 @@ from typing import Any, Literal
 import structlog
 
 from echo.adapters.openwebui import client as openwebui_client
-from echo.adapters.store import errors as store_errors
 from echo.capabilities import events as events_module
 from echo.capabilities.compression import jobs as compression_jobs
 from echo.capabilities.compression import metrics as compression_metrics
@@ -60,6 +59,7 @@ from echo.domain.compression import compaction, references, selection
 from echo.domain.compression import messages as msgs
 from echo.errors import ConfigError
 from echo.ports import backends as backends_port
+from echo.ports import store as store_port
 
 __all__ = ["Applied", "Request", "Resolved", "Resolver", "insert_blocks", "strip_files"]
 
@@ -340,8 +340,8 @@ class Resolver:
 
 
 def _failure_reason(error: BaseException) -> str:
-    if isinstance(error, store_errors.StoreError):
-        return store_errors.describe(error)
+    if isinstance(error, store_port.StoreError):
+        return store_port.describe(error)
     log.error("reference_error", error=repr(error), exc_info=error)
     return f"error: {type(error).__name__}"
 

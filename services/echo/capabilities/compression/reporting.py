@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import structlog
 
-from echo.adapters.store import errors as store_errors
 from echo.capabilities import base
 from echo.capabilities import events as events_module
 from echo.capabilities.compression import metrics as compression_metrics
@@ -29,10 +28,10 @@ log = structlog.get_logger("echo.filters.compression")
 WARN_PERCENT = 90  # context usage above which a warning is shown whatever the valves (seed 002)
 
 
-def store_failed(name: str, ctx: base.HookContext, error: store_errors.StoreError) -> None:
+def store_failed(name: str, ctx: base.HookContext, error: store_port.StoreError) -> None:
     """The store failed: the hook answers the body unchanged."""
     compression_metrics.COMPRESSION_FAILURES.labels(ctx.phase, "store").inc()
-    reason = store_errors.describe(error, "the summary store")
+    reason = store_port.describe(error, "the summary store")
     log.warning(
         "compression_store_failed",
         phase=ctx.phase,

@@ -33,7 +33,6 @@ from typing import Any
 import structlog
 
 from echo.adapters.openwebui import client as openwebui_client
-from echo.adapters.store import errors as store_errors
 from echo.capabilities.context import metrics as context_metrics
 from echo.capabilities.context import payloads as context_payloads
 from echo.config import valves as valves_module
@@ -164,8 +163,8 @@ class Files:
         except openwebui_client.OpenWebUIError as error:
             log.warning("file_unreadable", file_id=file_id, error=str(error), returned="left to Open WebUI")
             return _left_out(facts, f"Open WebUI's files API failed ({error})")
-        except store_errors.StoreError as error:
-            reason = store_errors.describe(error)
+        except store_port.StoreError as error:
+            reason = store_port.describe(error)
             log.warning(
                 "file_store_failed",
                 file_id=file_id,

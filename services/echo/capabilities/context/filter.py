@@ -32,7 +32,6 @@ from typing import Any
 import structlog
 
 import echo
-from echo.adapters.store import errors as store_errors
 from echo.capabilities import base
 from echo.capabilities import events as events_module
 from echo.capabilities.compression import costs as compression_costs
@@ -200,7 +199,7 @@ class ContextFilter:
             try:
                 files = [_file_entry(a) for a in await store.attachments.of_chat(user_id, chat_id)]
                 plans, codex = await store.registries.snapshot(user_id, chat_id)
-            except store_errors.StoreError as error:
+            except store_port.StoreError as error:
                 log.warning(
                     "aec_registries_failed", chat_id=chat_id, error=str(error), returned="block without"
                 )

@@ -38,7 +38,6 @@ from typing import Any
 import structlog
 
 from echo.adapters.store import conversations
-from echo.adapters.store import errors as store_errors
 from echo.capabilities import base
 from echo.capabilities import events as events_module
 from echo.capabilities.compression import costs as compression_costs
@@ -53,6 +52,7 @@ from echo.domain.memory import context as memory_context
 from echo.errors import EchoError
 from echo.ports import backends as backends_port
 from echo.ports import embeddings as embeddings_base
+from echo.ports import store as store_port
 from echo.ports import vectors as vectors_base
 from echo.support import metrics
 
@@ -149,9 +149,9 @@ class MemoryFilter:
             return body
         try:
             await self._enqueue(store, user_id, ctx.ids.chat_id, unfolded, turns, due, settings)
-        except store_errors.StoreError as error:
+        except store_port.StoreError as error:
             metrics.HOOK_FAILURES.labels(self.id, "outlet", "store").inc()
-            reason = store_errors.describe(error)
+            reason = store_port.describe(error)
             log.warning(
                 "memory_store_failed",
                 phase="outlet",

@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from echo_operator import tenant as tenant_module
-from echo_operator.tenant import Tenant
+from echo_operator.render import tenant as tenant_module
+from echo_operator.render.tenant import Tenant
 
 __all__ = ["api_key_secret", "render_config"]
 

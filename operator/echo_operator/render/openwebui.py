@@ -24,8 +24,8 @@ import hashlib
 import json
 from typing import Any
 
-from echo_operator import pods
-from echo_operator.tenant import Tenant
+from echo_operator.render import pods
+from echo_operator.render.tenant import Tenant
 
 __all__ = [
     "BACKOFF_LIMIT",

@@ -12,8 +12,8 @@ from typing import Any
 
 from echo_operator import shapes
 from echo_operator import spec as spec_module
-from echo_operator import tenant as tenant_module
-from echo_operator.tenant import Tenant
+from echo_operator.render import tenant as tenant_module
+from echo_operator.render.tenant import Tenant
 
 __all__ = [
     "DATA_DIR",

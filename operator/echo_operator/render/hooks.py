@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from echo_operator import pods
-from echo_operator.tenant import HOOKS_PORT, Tenant
+from echo_operator.render import pods
+from echo_operator.render.tenant import HOOKS_PORT, Tenant
 
 __all__ = ["PRE_STOP_SECONDS", "key_env", "pre_stop", "probe", "render_hooks", "service"]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from echo_operator import pods
-from echo_operator.tenant import METRICS_TENANT_LABEL, WORKER_METRICS_PORT, Tenant
+from echo_operator.render import pods
+from echo_operator.render.tenant import METRICS_TENANT_LABEL, WORKER_METRICS_PORT, Tenant
 
 __all__ = ["ADAPTER_METRICS_QUERY", "METRIC", "pending_jobs_query", "render_distiller"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from echo_operator import pods
-from echo_operator.tenant import EMBEDDING_PORT, Tenant
+from echo_operator.render import pods
+from echo_operator.render.tenant import EMBEDDING_PORT, Tenant
 
 __all__ = ["render_embedding"]
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from echo_operator import render_openwebui
 from echo_operator.connections import OpenWebUIPods
-from echo_operator.tenant import (
+from echo_operator.render import openwebui as render_openwebui
+from echo_operator.render.tenant import (
     EMBEDDING_PORT,
     HOOKS_PORT,
     QDRANT_HTTP_PORT,

@@ -10,19 +10,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from echo_operator import (
-    render_config,
-    render_distiller,
-    render_embedding,
-    render_hooks,
-    render_monitoring,
-    render_network,
-    render_openwebui,
-    render_qdrant,
-    render_standalone,
-)
 from echo_operator import spec as spec_module
-from echo_operator.tenant import Tenant
+from echo_operator.render import config as render_config
+from echo_operator.render import distiller as render_distiller
+from echo_operator.render import embedding as render_embedding
+from echo_operator.render import hooks as render_hooks
+from echo_operator.render import monitoring as render_monitoring
+from echo_operator.render import network as render_network
+from echo_operator.render import openwebui as render_openwebui
+from echo_operator.render import qdrant as render_qdrant
+from echo_operator.render import standalone as render_standalone
+from echo_operator.render.tenant import Tenant
 
 __all__ = ["InvalidSpec", "Manifest", "identity", "render", "render_tenant"]
 

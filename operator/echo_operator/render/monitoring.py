@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from echo_operator.tenant import METRICS_TENANT_LABEL, Tenant
+from echo_operator.render.tenant import METRICS_TENANT_LABEL, Tenant
 
 __all__ = ["render_monitoring"]
 

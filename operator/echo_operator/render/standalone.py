@@ -22,8 +22,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from echo_operator import pods, render_hooks
-from echo_operator.tenant import HOOKS_PORT, Tenant
+from echo_operator.render import hooks as render_hooks
+from echo_operator.render import pods
+from echo_operator.render.tenant import HOOKS_PORT, Tenant
 
 __all__ = ["COMPONENT", "render_standalone"]
 

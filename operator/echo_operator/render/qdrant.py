@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from echo_operator import pods
-from echo_operator.tenant import QDRANT_GRPC_PORT, QDRANT_HTTP_PORT, Tenant
+from echo_operator.render import pods
+from echo_operator.render.tenant import QDRANT_GRPC_PORT, QDRANT_HTTP_PORT, Tenant
 
 __all__ = ["render_qdrant"]
 
