@@ -1,8 +1,9 @@
 """Long property-based fuzzing of echo-hooks' whole OpenAPI (issues 12 and 18); `make test` runs a
 bounded one (tests/integration/test_api_fuzz.py).
 
-The service as `echoctl serve` runs it, with its backends (PostgreSQL, Qdrant local mode, the packaged
-MiniLM embedder, the offline LLM, the in-process worker) and the `echo.*` pipe on the fake Gemini.
+The service as `echoctl serve` runs it, with its backends (PostgreSQL, Qdrant local mode, embeddings
+from an HTTP `/embeddings` stub, the offline LLM, the in-process worker) and the `echo.*` pipe on the
+fake Gemini.
 schemathesis' engine runs over its `/openapi.json` as `schemathesis run --checks all` does: with the
 keys, the coverage phase, the fuzzing phase (`--examples` per operation) and the stateful one;
 without a key, the coverage phase and `--examples-without-key` in the fuzzing phase. Every response

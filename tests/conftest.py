@@ -88,7 +88,6 @@ def jobs(store: Store) -> JobQueue:
 # share one worker instead of each worker paying it. One missing here still passes, wherever it runs.
 _MINILM = (
     "tests/contract/test_embedders.py::TestLocalEmbedder",
-    "tests/integration/test_api_fuzz.py",
     "tests/integration/test_context_flow.py",
     "tests/integration/test_dashboards_live.py",
     "tests/integration/test_embeddings_local.py",
@@ -111,6 +110,9 @@ _ONE_WORKER = (
 )
 
 
+# tryfirst: xdist's worker names each item's group (its `@group` nodeid suffix) in its own
+# collection_modifyitems, registered after this conftest and so called before it unless this goes first.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.pluginmanager.hasplugin("xdist"):
         return
@@ -119,6 +121,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("minilm"))
         elif item.nodeid.startswith(_ONE_WORKER):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def pytest_make_parametrize_id(config: pytest.Config, val: object, argname: str) -> str | None:
+    """Bytes parameters (PDFs made per process, with their own dates and ids) are named by their
+    argument, not their content: every xdist worker must collect the same ids."""
+    return argname if isinstance(val, bytes) and len(val) > 16 else None
+
+
+class _GroupsChecked:
+    """After xdist's worker has named the groups: a grouped test whose node id lacks its ``@group``
+    suffix would run anywhere (each worker paying the dear set-up again), so the run stops instead."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if not getattr(config.option, "loadgroup", False):
+            return
+        grouped = [item.nodeid for item in items if item.get_closest_marker("xdist_group")]
+        lost = [nodeid for nodeid in grouped if "@" not in nodeid]
+        if lost:
+            raise pytest.UsageError(f"--dist loadgroup did not group {len(lost)} tests, e.g. {lost[0]}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_GroupsChecked(), "echo-xdist-groups-checked")
 
 
 @pytest.fixture(autouse=True)

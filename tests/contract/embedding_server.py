@@ -79,6 +79,7 @@ class StubEmbeddingServer:
     prefix: str = ""
     script: list[Step] = field(default_factory=list)
     seen: list[Seen] = field(default_factory=list)
+    keep_requests: bool = True  # False: record nothing (a long fuzzing run sends thousands)
 
     dimension = 16
     fake = _FAKE
@@ -89,7 +90,8 @@ class StubEmbeddingServer:
 
     async def _embeddings(self, request: Request) -> Response:
         body = await request.json()
-        self.seen.append(Seen(body, dict(request.headers), time.monotonic()))
+        if self.keep_requests:
+            self.seen.append(Seen(body, dict(request.headers), time.monotonic()))
         if self.script:
             response = await self.script.pop(0)(body)
             if response is not None:

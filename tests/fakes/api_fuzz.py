@@ -1,12 +1,14 @@
 """Property-based fuzzing of echo-hooks' whole HTTP API with schemathesis (issues 12 and 18).
 
-`fuzz_service` runs the service as `echoctl serve` does, with its backends (`memory_service`: the
-test PostgreSQL, Qdrant local mode, the packaged MiniLM embedder, the offline LLM, the in-process
-worker) and the `echo.*` pipe on the fake Gemini. `fuzz` loads the service's own `/openapi.json` and
-runs schemathesis' engine over it as `schemathesis run --checks all` does: its coverage phase (each
-schema's boundaries, every wrong type, methods the path does not document), the fuzzing phase
-(Hypothesis: schema-valid and schema-breaking requests) and the stateful one, each response checked by
-every schemathesis check (`max_response_time` included) and by `four_xx_names_the_field`: no 500,
+`fuzz_service` runs the service as `echoctl serve` does, with its backends (`memory_service`: the test
+PostgreSQL, Qdrant local mode, the offline LLM, the in-process worker), its embeddings from an OpenAI-
+style `/embeddings` server as in a cluster (the scripted stub of the embedder contract: the API, not the
+model, is under test) and the `echo.*` pipe on the fake Gemini. `fuzz` loads the service's own
+`/openapi.json` and runs schemathesis' engine over it as `schemathesis run --checks all` does: its
+coverage phase (each schema's boundaries, every wrong type, methods the path does not document), the
+fuzzing phase (Hypothesis: schema-valid and schema-breaking requests) and the stateful one, each
+response checked by every schemathesis check (`max_response_time` included) and by
+`four_xx_names_the_field`: no 500,
 statuses, content types, headers (`Allow` on a 405) and bodies as documented, schema-valid requests
 accepted, schema-breaking ones refused, auth not ignored. Each request carries the key its operation's
 `security` names (`bearer`: ECHO_API_KEY, `admin`: ECHO_ADMIN_KEY), and the tool calls Open WebUI's
@@ -31,7 +33,9 @@ from typing import Any
 
 import requests
 import schemathesis
+from contract.embedding_server import StubEmbeddingServer
 from fakes.gemini_server import FakeGemini
+from fakes.live_server import LiveServer
 from fakes.memory_service import MemoryService, memory_service
 from fakes.shared_data import ADMIN_KEY, API_KEY
 from schemathesis.engine import Status, events, from_schema
@@ -251,12 +255,14 @@ async def fuzz_service(
 ) -> AsyncIterator[tuple[MemoryService, FakeGemini, str]]:
     """echo-hooks with its backends and the pipe on a fake Gemini; yields the service, the fake and
     the service's URL."""
-    with FakeGemini() as gemini:
+    stub = StubEmbeddingServer(prefix="/v1", keep_requests=False)
+    with FakeGemini() as gemini, LiveServer(stub.app, name="embeddings") as embeddings:
         options: Mapping[str, Any] = {
             "gemini_api_key": "fake",
             "gemini_base_url": gemini.base_url,
             "pipe_models": [PIPE_MODEL],
             "llm_max_retries": 1,
+            "embedding_url": embeddings.url + "/v1",
             **settings,
         }
         async with memory_service(dsn, tmp_path, **options) as service:

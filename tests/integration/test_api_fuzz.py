@@ -1,14 +1,14 @@
 """Property-based fuzzing of echo-hooks' whole OpenAPI (issues 12 and 18), bounded for `make test`.
 
-The service runs with its backends (PostgreSQL, Qdrant local mode, MiniLM, the offline LLM, the
-in-process worker) and the `echo.*` pipe on the fake Gemini; `fakes.api_fuzz.fuzz` runs schemathesis'
-engine over it as `schemathesis run --checks all` does: with the keys, its coverage phase (every
-boundary and wrong type of each schema, the methods a path does not document: a 405 with the right
-`Allow`), the fuzzing phase and the stateful one; without a key, the fuzzing phase. Every response
+The service runs with its backends (PostgreSQL, Qdrant local mode, an HTTP embedding stub, the offline
+LLM, the in-process worker) and the `echo.*` pipe on the fake Gemini; `fakes.api_fuzz.fuzz` runs
+schemathesis' engine over it as `schemathesis run --checks all` does: with the keys, its coverage phase
+(every boundary and wrong type of each schema, the methods a path does not document: a 405 with the
+right `Allow`), the fuzzing phase and the stateful one; without a key, the fuzzing phase. Every response
 goes through every schemathesis check plus `four_xx_names_the_field`. A run has no failure and no open
 finding: the one schema-valid body that may be refused is a valves body breaking a rule across valves
-that its schema lists (`x-echo-rules`), with a 422 naming that rule's valves (counted apart).
-`make bench` runs the long one (`bench/fuzz.py`).
+that its schema lists (`x-echo-rules`), with a 422 naming that rule's valves (counted apart). `make
+bench` runs the long one (`bench/fuzz.py`).
 """
 
 from __future__ import annotations
