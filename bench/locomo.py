@@ -25,9 +25,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from echo.domain import lexical, transcripts
+from echo.domain import transcripts
 from echo.domain.compression import messages as msgs
 from echo.domain.memory import context as memory_context
+from echo.domain.memory import recall
 
 __all__ = [
     "CATEGORIES",
@@ -144,18 +145,27 @@ def truncated(messages: Sequence[Mapping[str, Any]], budget: int) -> list[Mappin
 
 
 def not_held(
-    ranked: Sequence[str], texts: Mapping[str, str], request: Sequence[str], summary: str
+    ranked: Sequence[str], texts: Mapping[str, str], sources: Mapping[str, str], request: memory_context.Held
 ) -> list[str]:
-    """The keys of ``ranked`` whose turn (``texts[key]``) recall's provenance rule would let back into
-    a request: not carried by it (the same text as one of ``request``'s messages), and not stated by
-    its ``summary`` (every term of the turn in the summary's text, as
-    `echo.domain.memory.context.stated` holds a memory back)."""
-    carried = set(request)
-    terms = frozenset(lexical.tokens(summary))
+    """The keys of ``ranked`` whose turn recall's provenance rule would let back into ``request``: each
+    raw turn is judged as `echo.domain.memory.context.holds` judges a memory, as a memory of one
+    source (``sources[key]``, the turn's invariant hash) whose text is the turn's (``texts[key]``).
+    So a turn is held back when the request carries it, or when its summary covers it and states all
+    of its terms; a turn outside both (dropped, not summarised) may come back."""
     return [
         key
         for key in ranked
-        if texts[key] not in carried and not (terms and memory_context.stated(texts[key], terms))
+        if not memory_context.holds(
+            request,
+            recall.Candidate(
+                id=key,
+                summary=texts[key],
+                similarity=1.0,
+                importance=1,
+                updated_at=0.0,
+                sources=frozenset({sources[key][: recall.SOURCE_CHARS]}),
+            ),
+        )
     ]
 
 

@@ -21,21 +21,28 @@ Each conversation is judged twice: after its first 30 turns (the short chat) and
     `--every`-th turn after; ECHO's AEC block (`<environnement_contexte>`, a fixed-size addition)
     is counted apart. Goal: with ECHO never more than without, the AEC block aside.
 (b) memory recall, QA pairs of categories 1–4 whose evidence was played, scored by answer recall
-    (`bench/locomo.py`: at least half of the answer's content words in the text), both sides at
-    `echo_memory`'s recall budget (`RECALL_MAX_TOKENS`, read from `GET /echo_memory/valves`), the
-    raw turns ranked by MiniLM over the played messages and taken in order while they fit:
-    - this chat: the question sent as the chat's next user message; the `<echo_memories>` block
-      the inlet injects, against raw-turn retrieval under the block's own provenance rule: no turn
-      the request carries (the same text in one of its messages), none its injected summary states
-      (every term of the turn in the summary, `echo.domain.memory.context.stated`). Both sides are
-      measured on what they add to the request (on a short chat the request holds every turn: both
-      add nothing).
-    - new chat: the question alone, in a new chat of the same user (nothing in the request); the
-      block (the memories of the earlier chat, under `RECALL_MAX_TOKENS`) against raw turns of that
-      earlier chat (any played one). This is the case memory exists for.
-    Goal: ECHO at least the baseline, in both, on every conversation. Beside them,
-    `POST /tools/search_memories` (the model's tool, its most, 20, within the recall budget): what
-    the memories hold, whatever the chat.
+    (`bench/locomo.py`: at least half of the answer's content words in the text): the `<echo_memories>`
+    block the inlet injects against raw turns ranked by MiniLM over the played messages, taken in
+    order while they fit, at the same tokens, question by question: the tokens of the block's memory
+    lines (its fence and guard left out: the raw turns get no fence). When the block is empty the
+    baseline gets what the block could have held: `RECALL_MAX_TOKENS` (read from
+    `GET /echo_memory/valves`) within the room echo_compression left (`ROOM_KEY` in the answer's
+    metadata; a chat's own memories keep to it), less the fence: a block left empty because no memory
+    reached the floor does not empty the baseline too (one left empty because the room is 0 does).
+    - this chat: the question sent as the chat's next user message. The raw turns obey the block's
+      provenance rule, `echo.domain.memory.context.holds` itself, each turn taken as a memory of one
+      source (its invariant hash, as the outlet gives a window's memories theirs): no turn the
+      request carries, none that the summary it carries (the row echo_compression names in the
+      answer's metadata) covers and states in full. On a short chat the request holds every turn:
+      neither side has anything to add and the goal reads "n/a".
+    - new chat: the question alone, as the first turn of a new chat of the same user, through the
+      same `POST /hooks/inlet`; the block (the memories of the earlier chat) against any played turn
+      of that chat. This is the case memory exists for.
+    Goal: ECHO at least the baseline, in both, on every conversation. Beside them, nothing hidden:
+    raw turns filled to the whole recall budget (under the block's rule, and any played turn: the
+    figure of the earlier runs), `POST /tools/search_memories` (the model's tool, its most, 20, within
+    the recall budget: what the memories hold, whatever the chat), how many blocks were empty, and
+    the filter's recall outcomes (a timeout empties a block).
 (c) retention: the same inlet answer as the final context (the question's own text left out) against
     plain truncation of what Open WebUI would send (system messages, the question, then the newest
     messages that fit) to the same token count. Goal on the long chats: ECHO at least 1.5x truncation.
@@ -69,18 +76,21 @@ from typing import Any
 import httpx
 import locomo
 import numpy as np
+import prometheus_client
 import stores
 
 from echo.adapters.embeddings import factory as embeddings_factory
 from echo.adapters.embeddings import local
-from echo.adapters.store import pool, testing
+from echo.adapters.store import conversations, pool, testing
+from echo.capabilities.compression import costs as compression_costs
 from echo.config import tenancy
 from echo.config import valves as valves_module
 from echo.config.settings import Settings
 from echo.domain import tokens, transcripts
 from echo.domain.aec import rendering as aec_rendering
-from echo.domain.compression import fence
+from echo.domain.compression import allowance
 from echo.domain.compression import messages as msgs
+from echo.domain.memory import context as memory_context
 from echo.domain.memory import recall
 from echo.entrypoints import runtime
 from echo.entrypoints.http import create_app
@@ -92,7 +102,8 @@ KEY = "bench-quality-key"
 SHORT_TURNS = 30
 RETENTION_GOAL = 1.5
 _MEMORIES = re.compile(rf"<{recall.MEMORIES_TAG}\b.*?</{recall.MEMORIES_TAG}\s*>\s*", re.DOTALL)
-_SUMMARY = re.compile(rf"<{fence.SUMMARY_TAG}\b.*?</{fence.SUMMARY_TAG}\s*>", re.DOTALL)
+_BLOCK_LINES = re.compile(rf"\n\n(.*)\n</{recall.MEMORIES_TAG}\s*>", re.DOTALL)
+_FENCE_TOKENS = tokens.estimate_tokens(recall.GUARDS["en-US"]) + 16  # as `recall.select` counts them
 _AEC = re.compile(  # with the blank line that parts it from the user's text
     rf"{re.escape(aec_rendering.BLOCK_OPEN)}.*?{re.escape(aec_rendering.BLOCK_CLOSE)}\s*", re.DOTALL
 )
@@ -110,12 +121,20 @@ class Point:
     questions: int = 0
     memory_hits: int = 0  # the block, the question asked in this chat
     search_hits: int = 0  # search_memories at the recall budget
-    raw_hits: int = 0  # raw turns, those the request carries or its summary states left out
-    raw_any_hits: int = 0  # raw turns, any played one (what a new chat's baseline retrieves)
+    raw_hits: int = 0  # raw turns the block's rule lets back, at the block's tokens
+    raw_rule_full_hits: int = 0  # the same turns at the whole recall budget
+    raw_any_hits: int = 0  # raw turns, any played one, at the whole recall budget (the old baseline)
     new_hits: int = 0  # the block, the question asked in a new chat of the same user
-    block_tokens: list[int] = field(default_factory=list)
+    new_raw_hits: int = 0  # raw turns, any played one, at the new chat's block's tokens
+    block_tokens: list[int] = field(default_factory=list)  # the block as injected, fence included
+    raw_tokens: list[int] = field(default_factory=list)  # what the same-tokens baseline was given
     new_block_tokens: list[int] = field(default_factory=list)
+    new_raw_tokens: list[int] = field(default_factory=list)
+    empty: int = 0  # questions whose block was empty, this chat
+    new_empty: int = 0  # and in the new chat
     raw_eligible: list[int] = field(default_factory=list)  # raw turns the same-chat baseline may take
+    summarised: int = 0  # questions whose request carried a summary (its row found): covered turns judged
+    recalls: Counter[str] = field(default_factory=Counter)  # the filter's recall outcomes while judged
     echo_kept: int = 0
     truncation_kept: int = 0
     compression_kept: int = 0
@@ -136,6 +155,7 @@ class Service:
     def __init__(self, http: httpx.AsyncClient, store: pool.Store) -> None:
         self.http = http
         self.jobs = queue.JobQueue(store)
+        self.conversations = conversations.Conversations(store)
         self.drain = driver.QueueDrain(self.jobs, within=300)
 
     async def outcomes(self) -> Counter[str]:
@@ -223,6 +243,21 @@ def _memories_block(answer_messages: Sequence[Mapping[str, Any]]) -> str:
     return found.group(0) if found else ""
 
 
+def _lines_tokens(block: str) -> int:
+    """The tokens of a memories block's memory lines (its fence and guard left out)."""
+    found = _BLOCK_LINES.search(block)
+    return tokens.estimate_tokens(found.group(1)) if found else 0
+
+
+def _recall_outcomes() -> Counter[str]:
+    """echo_memory's recall outcomes so far in this process (hit, miss, timeout, error, skipped)."""
+    counts: Counter[str] = Counter()
+    for outcome in ("hit", "miss", "timeout", "error", "skipped"):
+        value = prometheus_client.REGISTRY.get_sample_value("echo_memory_recalls_total", {"outcome": outcome})
+        counts[outcome] = int(value or 0)
+    return counts
+
+
 def _context_words(messages: Sequence[Mapping[str, Any]], extra: str = "") -> set[str]:
     """The words of every message but the last (the question) and of ``extra``."""
     return locomo.words_of("\n".join([*(_text(m) for m in messages[:-1]), extra]))
@@ -256,6 +291,7 @@ class Replay:
         self.recall_k = recall_k
         self.user = {"id": f"quality-{transcript.id}-{uuid.uuid4().hex[:6]}", "name": "bench", "role": "user"}
         self.vectors: dict[str, np.ndarray] = {}
+        self.costs = compression_costs.Costs()
 
     def _sampled(self, turn: int, last: int) -> bool:
         return turn <= SHORT_TURNS or turn == last or turn % self.every == 0
@@ -304,10 +340,12 @@ class Replay:
     async def _judge(self, point: Point, history: Sequence[transcripts.Message]) -> None:
         questions = locomo.judged(self.transcript, point.turns)
         raw = {message.id: msgs.content_text(message.content) for message in history}
+        sources = self._invariants(history)
         await self._embedded(raw)
         await self._embedded({f"q:{q.text}": q.text for q in questions})
         ids = list(raw)
         matrix = np.stack([self.vectors[key] for key in ids]) if ids else np.zeros((0, 1))
+        before = _recall_outcomes()
         for index, question in enumerate(questions):
             asked = [
                 *history,
@@ -317,7 +355,8 @@ class Replay:
             body = driver.inlet_body(
                 self.transcript, asked, user_id=self.user["id"], reply_id=f"{self.transcript.id}-a{index}"
             )
-            sent = (await self.service.hook("inlet", body, self.user))["messages"]
+            answer = await self.service.hook("inlet", body, self.user)
+            sent = answer["messages"]
             memories = _memories_block(sent)
             point.questions += 1
             point.memory_hits += locomo.answer_recalled(question.answer, memories)
@@ -325,20 +364,32 @@ class Replay:
             order = [
                 ids[i] for i in np.argsort(-(matrix @ self.vectors[f"q:{question.text}"]), kind="stable")
             ]
-            # the baseline under the block's rule: no turn the request carries, none its summary states
-            texts = [_text(m) for m in sent]
-            summary = "\n".join(found.group(0) for text in texts for found in _SUMMARY.finditer(text))
-            eligible = locomo.not_held(order, raw, texts, summary)
+            # the baseline under the block's rule (`memory_context.holds`, each turn a memory of one
+            # source), at the tokens of the block's memory lines; with no block, at what the block
+            # could have taken: the recall budget within the room compression left, less the fence
+            held = await self._held(answer, sent)
+            point.summarised += bool(held.summarised)
+            eligible = locomo.not_held(order, raw, sources, held)
             point.raw_eligible.append(len(eligible))
+            if memories:
+                budget = _lines_tokens(memories)
+            else:
+                point.empty += 1
+                budget = self._available(allowance.room_of(answer))
+            nearest = locomo.fill_budget((raw[key] for key in eligible), budget, tokens.estimate_tokens)
+            point.raw_tokens.append(sum(map(tokens.estimate_tokens, nearest)))
+            point.raw_hits += locomo.answer_recalled(question.answer, "\n".join(nearest))
             nearest = locomo.fill_budget(
                 (raw[key] for key in eligible), self.recall_budget, tokens.estimate_tokens
             )
-            point.raw_hits += locomo.answer_recalled(question.answer, "\n".join(nearest))
+            point.raw_rule_full_hits += locomo.answer_recalled(question.answer, "\n".join(nearest))
             nearest = locomo.fill_budget(
                 (raw[key] for key in order), self.recall_budget, tokens.estimate_tokens
             )
             point.raw_any_hits += locomo.answer_recalled(question.answer, "\n".join(nearest))
-            # the same question in a new chat of this user: what the memories of the earlier chat bring
+            # the same question in a new chat of this user: what the memories of the earlier chat bring,
+            # against any played turn at the same tokens (with no block, the whole recall budget: the
+            # memories of another chat are not held to the room)
             fresh = driver.inlet_body(
                 self.transcript,
                 asked[-1:],
@@ -349,6 +400,14 @@ class Replay:
             recalled = _memories_block((await self.service.hook("inlet", fresh, self.user))["messages"])
             point.new_hits += locomo.answer_recalled(question.answer, recalled)
             point.new_block_tokens.append(tokens.estimate_tokens(recalled) if recalled else 0)
+            if recalled:
+                budget = _lines_tokens(recalled)
+            else:
+                point.new_empty += 1
+                budget = self._available(None)
+            nearest = locomo.fill_budget((raw[key] for key in order), budget, tokens.estimate_tokens)
+            point.new_raw_tokens.append(sum(map(tokens.estimate_tokens, nearest)))
+            point.new_raw_hits += locomo.answer_recalled(question.answer, "\n".join(nearest))
             searched = await self.service.search_memories(self.user["id"], question.text, self.recall_k)
             fitting = locomo.fill_budget(searched, self.recall_budget, tokens.estimate_tokens)
             point.search_hits += locomo.answer_recalled(question.answer, "\n".join(fitting))
@@ -366,6 +425,41 @@ class Replay:
             point.compression_truncation_kept += locomo.answer_recalled(
                 question.answer, _context_words(locomo.truncated(full, driver.tokens_of(compressed)))
             )
+        point.recalls = _recall_outcomes() - before
+
+    def _invariants(self, history: Sequence[transcripts.Message]) -> dict[str, str]:
+        """Each played message's invariant hash, as the outlet gives it to a window's memories."""
+        offset = 1 if self.transcript.system else 0
+        messages = driver.inlet_messages(self.transcript, history)
+        if len(messages) != len(history) + offset:
+            raise RuntimeError("a played message unfolded into several: the turns cannot be matched")
+        turns = self.costs.prepare(messages).turns
+        found = {history[turns.positions[link.index] - offset].id: link.invariant for link in turns.links}
+        missing = [m.id for m in history if m.id not in found]
+        if missing:
+            raise RuntimeError(f"played messages that are not turns: {missing[:3]}")
+        return found
+
+    async def _held(
+        self, answer: Mapping[str, Any], sent: Sequence[Mapping[str, Any]]
+    ) -> memory_context.Held:
+        """What the request the inlet answered holds, as `echo_memory` works it out: its own turns'
+        invariant hashes, and the turns and text of the summary echo_compression names in metadata."""
+        carried = [link.invariant for link in self.costs.prepare(sent).turns.links]
+        covered: tuple[str, ...] = ()
+        text = ""
+        summary = memory_context.summary_of(answer)
+        if summary is not None:
+            row = await self.service.conversations.summary(self.user["id"], summary)
+            if row is not None:
+                covered, text = row.refs, row.summary.text
+        return memory_context.held(carried, covered, text)
+
+    def _available(self, room: int | None) -> int:
+        """The tokens of memory lines a block could have held: the recall budget (within ``room``, the
+        room compression left, for a chat's own memories), less the fence and guard (`recall.select`)."""
+        ceiling = self.recall_budget if room is None else min(self.recall_budget, room)
+        return max(0, ceiling - _FENCE_TOKENS)
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -381,6 +475,10 @@ def _verdict(met: bool | None) -> str:
 
 def _goal(met: bool | None) -> str:
     return "-" if met is None else ("met" if met else "NOT MET")
+
+
+def _mean(values: Sequence[int]) -> float:
+    return statistics.fmean(values) if values else 0.0
 
 
 def _ratio(ours: int, theirs: int) -> float:
@@ -410,45 +508,62 @@ def report(points: Sequence[Point], lengths: Mapping[str, int], args: argparse.N
             f"{with_echo:9,.0f} {aec:5.0f} {1 - with_echo / without:6.0%} {point.excess:8,}  {_verdict(met)}"
         )
     print(
-        f"\n(b) answer recall at the recall budget ({args.recall_budget:,} tokens), QA categories 1-4."
-        "\n    this chat: the question as the chat's next message; the block against raw turns under the"
-        " block's rule (none the request carries, none its summary states)."
-        "\n    new chat: the question alone in a new chat of the same user; the block (memories of the"
-        " earlier chat) against raw turns of that chat (any played one)."
-        f"\n    search_memories: the tool's top {args.recall_k} within the budget (chat-blind: the same for"
-        " both)"
+        "\n(b) answer recall of the recalled block against raw turns (MiniLM) at the same tokens, QA"
+        " categories 1-4"
+        "\n    this chat: the question as the chat's next message; raw turns under the block's rule (none"
+        " the request carries, none its summary covers and states: `memory_context.holds`)"
+        "\n    new chat: the question alone as the first turn of a new chat of the same user; raw turns:"
+        " any played one"
+        "\n    blk: mean tokens of the block as injected (fence and guard included); raw tok: mean tokens"
+        " the baseline was given, the block's memory lines (fence and guard out), or with no block what"
+        f" it could have held ({args.recall_budget:,} within the room compression left, less the fence)"
+        f"\n    @{args.recall_budget}: raw turns filled to the whole recall budget (rule: under the block's"
+        " rule; any: any played turn, the figure of the earlier runs)"
+        f"\n    search: the tool search_memories, its top {args.recall_k} within the budget (chat-blind)"
     )
     header = (
-        f"{'conv':<5} {'chat':<11} {'QA':>4} | {'blk tok':>7} {'ECHO':>5} {'raw':>5} {'goal':>7} | "
-        f"{'blk tok':>7} {'ECHO':>5} {'raw':>5} {'goal':>7} | {'search':>6}"
+        f"{'conv':<5} {'chat':<11} {'QA':>4} | {'blk':>4} {'ECHO':>5} {'raw tok':>7} {'raw':>5} {'goal':>7}"
+        f" {'empty':>5} {'rule@':>5} {'any@':>5} | {'blk':>4} {'ECHO':>5} {'raw tok':>7} {'raw':>5}"
+        f" {'goal':>7} {'empty':>5} {'any@':>5} | {'search':>6}"
     )
-    print(f"{'':<22}| {'this chat':<29}| {'new chat':<29}|")
+    print(f"{'':<22}| {'this chat':<58}| {'new chat':<52}|")
     print(header)
     print("-" * len(header))
     for point in points:
-        same: bool | None = point.memory_hits >= point.raw_hits if point.questions else None
-        fresh: bool | None = point.new_hits >= point.raw_any_hits if point.questions else None
+        compared = any(point.raw_eligible) or point.empty < point.questions
+        same: bool | None = point.memory_hits >= point.raw_hits if point.questions and compared else None
+        fresh: bool | None = point.new_hits >= point.new_raw_hits if point.questions else None
         verdicts += [same, fresh]
-        block = statistics.fmean(point.block_tokens) if point.block_tokens else 0.0
-        new_block = statistics.fmean(point.new_block_tokens) if point.new_block_tokens else 0.0
         print(
-            f"{point.name:<5} {_chat(point, lengths):<11} {point.questions:4} | {block:7.0f} "
-            f"{_share(point.memory_hits, point.questions):>5} {_share(point.raw_hits, point.questions):>5} "
-            f"{_goal(same):>7} | {new_block:7.0f} {_share(point.new_hits, point.questions):>5} "
-            f"{_share(point.raw_any_hits, point.questions):>5} {_goal(fresh):>7} | "
+            f"{point.name:<5} {_chat(point, lengths):<11} {point.questions:4} | "
+            f"{_mean(point.block_tokens):4.0f} {_share(point.memory_hits, point.questions):>5} "
+            f"{_mean(point.raw_tokens):7.0f} {_share(point.raw_hits, point.questions):>5} "
+            f"{_goal(same) if compared else 'n/a':>7} {point.empty:5} "
+            f"{_share(point.raw_rule_full_hits, point.questions):>5} "
+            f"{_share(point.raw_any_hits, point.questions):>5} | "
+            f"{_mean(point.new_block_tokens):4.0f} {_share(point.new_hits, point.questions):>5} "
+            f"{_mean(point.new_raw_tokens):7.0f} {_share(point.new_raw_hits, point.questions):>5} "
+            f"{_goal(fresh):>7} {point.new_empty:5} {_share(point.raw_any_hits, point.questions):>5} | "
             f"{_share(point.search_hits, point.questions):>6}"
         )
-    eligible = [n for point in points for n in point.raw_eligible]
-    if eligible:
+    if any(point.raw_eligible for point in points):
         print(
-            "    raw turns the this-chat baseline may take: "
+            "    raw turns the this-chat baseline may take, on average: "
             + ", ".join(
-                f"{p.name} {_chat(p, lengths)} {statistics.fmean(p.raw_eligible):.0f}"
-                for p in points
-                if p.raw_eligible
+                f"{p.name} {_chat(p, lengths)} {_mean(p.raw_eligible):.0f}" for p in points if p.raw_eligible
             )
-            + " on average (0: the request holds every turn)"
+            + " (0: the request holds every turn; n/a: nothing to recall on either side); questions whose"
+            " request carried a summary: "
+            + ", ".join(f"{p.name} {_chat(p, lengths)} {p.summarised}/{p.questions}" for p in points)
         )
+    print(
+        "    recall outcomes while judged (both chats): "
+        + "; ".join(
+            f"{p.name} {_chat(p, lengths)} "
+            + ", ".join(f"{key} {n}" for key, n in sorted(p.recalls.items()) if n)
+            for p in points
+        )
+    )
     print(
         "\n(c) answer retention of the final context (the inlet's answer to the question) against "
         "truncation to the same tokens"

@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 
 from echo.domain import tokens, transcripts
+from echo.domain.memory import context as memory_context
 
 LOCOMO_PATH = Path(__file__).resolve().parents[2] / "bench" / "locomo.py"
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "locomo" / "30.json"
@@ -122,14 +123,18 @@ def test_every_message_gets_its_sessions_time_one_second_apart() -> None:
     assert stamps == sorted(stamps)
 
 
-def test_the_baseline_takes_no_turn_the_request_carries_nor_one_its_summary_states() -> None:
+def test_the_baseline_takes_no_turn_the_request_carries_nor_one_its_summary_covers_and_states() -> None:
     texts = {
         "a": "Jon: I lost my job as a banker.",
         "b": "Gina: I opened a clothing store.",
         "c": "Jon: I went to Paris.",
         "d": "Gina: My store opened in 2023.",
+        "e": "Gina: I opened a clothing store.",  # stated, but outside the summary's range
     }
-    request = ["Jon: I went to Paris.", "When did Gina open her store?"]
-    summary = "<echo_summary>Gina: I opened a clothing store downtown.</echo_summary>"
-    assert locomo.not_held(["d", "c", "b", "a"], texts, request, summary) == ["d", "a"]
-    assert locomo.not_held(["d", "c", "b", "a"], texts, request, "") == ["d", "b", "a"]
+    sources = {key: str(n) * 64 for n, key in enumerate(texts, start=1)}
+    summary = "Gina: I opened a clothing store downtown."
+    request = memory_context.held([sources["c"]], [sources["a"], sources["b"], sources["d"]], summary)
+    ranked = ["d", "c", "e", "b", "a"]
+    assert locomo.not_held(ranked, texts, sources, request) == ["d", "e", "a"]
+    unsummarised = memory_context.held([sources["c"]])
+    assert locomo.not_held(ranked, texts, sources, unsummarised) == ["d", "e", "b", "a"]
