@@ -37,10 +37,18 @@ format: install
 	$(BIN)/ruff format services operator tests bench integrations e2e
 
 # The suite includes the chart tests (helm from `make tools`) and the Infinity contract test (`make infinity`).
-# Coverage of echo and echo_operator may only go up: raise COVERAGE_FLOOR with it (96.3% on 2026-12-01).
-COVERAGE_FLOOR ?= 95
-test: install tools infinity lint docs-site
-	$(BIN)/pytest -n auto --maxprocesses=4 --dist loadgroup --ignore=tests/kube --ignore=tests/processes --ignore=tests/cluster --durations=15 --cov=echo --cov=echo_operator --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
+# Coverage of echo and echo_operator may only go up: raise COVERAGE_FLOOR with it (96.9% on 2026-12-03).
+# `make test` runs the lint and the docs build beside the suite (`-j3`): the suite's two workers leave a
+# core idle while their tests wait (sleeps, PostgreSQL, servers), and mypy's cold minute fits in it.
+COVERAGE_FLOOR ?= 96
+TEST_WORKERS ?= auto
+test: install tools infinity
+	@$(MAKE) --no-print-directory -j3 --output-sync=target lint docs-site suite
+
+# The suite alone, without the lint and the docs build.
+.PHONY: suite
+suite: install
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --ignore=tests/kube --ignore=tests/processes --ignore=tests/cluster --durations=15 --cov=echo --cov=echo_operator --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
 
 # Whole echoctl processes (serve, worker, operator) started, raced and killed: a tier of its own, so
 # `make test` stays shorter; CI runs it after `make test`.

@@ -153,9 +153,11 @@ def test_the_readme_gives_the_two_setup_commands_and_make_test_runs_the_docs() -
     assert [line.split()[:2] for line in block.splitlines()] == [["make", "run"], ["make", "test"]]
     makefile = text_of(ROOT / "Makefile")
     assert re.search(r"^run: ", makefile, re.MULTILINE)
-    prerequisites = re.search(r"^test: (.*)$", makefile, re.MULTILINE)
-    assert prerequisites is not None
-    assert "docs-site" in prerequisites.group(1).split()
+    # `make test` runs the lint, the docs build and the suite side by side, as one sub-make.
+    recipe = re.search(r"^test: .*\n\t(.*)$", makefile, re.MULTILINE)
+    assert recipe is not None
+    assert {"lint", "docs-site", "suite"} <= set(recipe.group(1).split())
+    assert re.search(r"^suite: .*\n\t.*pytest .*--cov-fail-under", makefile, re.MULTILINE)
     assert re.search(r"^docs-site: .*\n\t.*mkdocs build --strict", makefile, re.MULTILINE)
     ci = text_of(ROOT / ".ci" / "run")
     assert re.search(r"^make test$", ci, re.MULTILINE)  # CI runs the test command the README gives
