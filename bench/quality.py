@@ -82,6 +82,7 @@ import stores
 from echo.adapters.embeddings import factory as embeddings_factory
 from echo.adapters.embeddings import local
 from echo.adapters.store import conversations, pool, testing
+from echo.adapters.store import memories as memory_store
 from echo.capabilities.compression import costs as compression_costs
 from echo.config import tenancy
 from echo.config import valves as valves_module
@@ -154,6 +155,7 @@ class Service:
 
     def __init__(self, http: httpx.AsyncClient, store: pool.Store) -> None:
         self.http = http
+        self.store = store
         self.jobs = queue.JobQueue(store)
         self.conversations = conversations.Conversations(store)
         self.drain = driver.QueueDrain(self.jobs, within=300)
@@ -282,6 +284,7 @@ class Replay:
         every: int,
         recall_budget: int,
         recall_k: int,
+        explain: bool = False,
     ) -> None:
         self.service = service
         self.embedder = embedder
@@ -292,6 +295,8 @@ class Replay:
         self.user = {"id": f"quality-{transcript.id}-{uuid.uuid4().hex[:6]}", "name": "bench", "role": "user"}
         self.vectors: dict[str, np.ndarray] = {}
         self.costs = compression_costs.Costs()
+        self.explain = explain
+        self.losses: Counter[str] = Counter()
 
     def _sampled(self, turn: int, last: int) -> bool:
         return turn <= SHORT_TURNS or turn == last or turn % self.every == 0
@@ -379,6 +384,12 @@ class Replay:
             nearest = locomo.fill_budget((raw[key] for key in eligible), budget, tokens.estimate_tokens)
             point.raw_tokens.append(sum(map(tokens.estimate_tokens, nearest)))
             point.raw_hits += locomo.answer_recalled(question.answer, "\n".join(nearest))
+            if (
+                self.explain
+                and not locomo.answer_recalled(question.answer, memories)
+                and (locomo.answer_recalled(question.answer, "\n".join(nearest)))
+            ):
+                await self._explain(f"{point.turns} this", question, memories, nearest, held)
             nearest = locomo.fill_budget(
                 (raw[key] for key in eligible), self.recall_budget, tokens.estimate_tokens
             )
@@ -408,6 +419,12 @@ class Replay:
             nearest = locomo.fill_budget((raw[key] for key in order), budget, tokens.estimate_tokens)
             point.new_raw_tokens.append(sum(map(tokens.estimate_tokens, nearest)))
             point.new_raw_hits += locomo.answer_recalled(question.answer, "\n".join(nearest))
+            if (
+                self.explain
+                and not locomo.answer_recalled(question.answer, recalled)
+                and (locomo.answer_recalled(question.answer, "\n".join(nearest)))
+            ):
+                await self._explain(f"{point.turns} new", question, recalled, nearest, None)
             searched = await self.service.search_memories(self.user["id"], question.text, self.recall_k)
             fitting = locomo.fill_budget(searched, self.recall_budget, tokens.estimate_tokens)
             point.search_hits += locomo.answer_recalled(question.answer, "\n".join(fitting))
@@ -426,6 +443,76 @@ class Replay:
                 question.answer, _context_words(locomo.truncated(full, driver.tokens_of(compressed)))
             )
         point.recalls = _recall_outcomes() - before
+
+    async def _explain(
+        self,
+        where: str,
+        question: transcripts.Question,
+        block: str,
+        nearest: Sequence[str],
+        held: memory_context.Held | None,
+    ) -> None:
+        """Why the block missed an answer raw turns found (`--explain`): every stored memory of the
+        user, scored by the bench's MiniLM, those that hold the answer, and the kind of loss."""
+        rows = await memory_store.Memories(self.service.store).list(self.user["id"], limit=10_000)
+        texts = {f"m:{row.memory.summary}": row.memory.summary for row in rows}
+        await self._embedded(texts)
+        await self._embedded({f"q:{question.text}": question.text})
+        query = self.vectors[f"q:{question.text}"]
+        scored = []
+        for row in rows:
+            memory = row.memory
+            sources = recall.source_ids(i for ref in memory.provenance for i in ref.invariants)
+            cand = recall.Candidate(
+                memory.id,
+                memory.summary,
+                float(self.vectors[f"m:{memory.summary}"] @ query),
+                memory.importance,
+                memory.updated_at,
+                sources=frozenset(sources) if sources else None,
+                chat_id=memory.chat_id,
+            )
+            scored.append(cand)
+        scored.sort(key=lambda c: -c.similarity)
+        holders = [
+            (rank, c)
+            for rank, c in enumerate(scored, 1)
+            if locomo.answer_recalled(question.answer, c.summary)
+        ]
+        union = locomo.answer_recalled(question.answer, "\n".join(c.summary for c in scored))
+        fenced = _BLOCK_LINES.search(block) if block else None
+        lines = fenced.group(1).splitlines() if fenced else []
+        if not holders:
+            kind = "distill-spread" if union else "distill"
+        elif held is not None and all(memory_context.holds(held, c) for _, c in holders):
+            kind = "held"
+        elif all(c.similarity < 0.35 for _, c in holders):
+            kind = "floor"
+        else:
+            kind = "rank/budget"
+        self.losses[f"{where.split()[1]} {kind}"] += 1
+        print(
+            f"\n### [{where}] {kind}: Q: {question.text}\n    A: {question.answer}"
+            f" (content words {locomo.content_words(question.answer)})",
+            file=sys.stderr,
+        )
+        print(f"    block ({len(lines)} lines, {_lines_tokens(block)} tok):", file=sys.stderr)
+        for line in lines:
+            print(f"      {line[:220]}", file=sys.stderr)
+        print(f"    holders ({len(holders)} of {len(scored)} memories; cosine rank):", file=sys.stderr)
+        for rank, c in holders[:6]:
+            flag = " HELD" if held is not None and memory_context.holds(held, c) else ""
+            print(
+                f"      #{rank} cos {c.similarity:.3f} imp {c.importance}{flag}: {c.summary[:220]}",
+                file=sys.stderr,
+            )
+        print("    top memories by cosine:", file=sys.stderr)
+        for c in scored[:5]:
+            print(f"      cos {c.similarity:.3f}: {c.summary[:160]}", file=sys.stderr)
+        print("    raw turns holding it:", file=sys.stderr)
+        for turn in nearest:
+            if locomo.answer_recalled(question.answer, turn):
+                print(f"      {turn[:400]}", file=sys.stderr)
 
     def _invariants(self, history: Sequence[transcripts.Message]) -> dict[str, str]:
         """Each played message's invariant hash, as the outlet gives it to a window's memories."""
@@ -628,9 +715,12 @@ async def run(args: argparse.Namespace, chats: Sequence[transcripts.Transcript])
                         every=args.every,
                         recall_budget=args.recall_budget,
                         recall_k=args.recall_k,
+                        explain=args.explain,
                     )
                     before = await service.outcomes()
                     points += await replay.run(checkpoints)
+                    if args.explain:
+                        print(f"  {chat.id} losses: {dict(sorted(replay.losses.items()))}", file=sys.stderr)
                     jobs[chat.id] = await service.outcomes() - before
                     print(
                         f"  {chat.id}: {turns} turns replayed and judged in "
@@ -676,6 +766,9 @@ def main() -> int:
     )
     parser.add_argument(
         "--compression-valves", default="", help="echo_compression valves to set beside the window, JSON"
+    )
+    parser.add_argument(
+        "--explain", action="store_true", help="dump each question raw turns answer and the block does not"
     )
     args = parser.parse_args()
     args.memory = json.loads(args.memory_valves) if args.memory_valves else {}

@@ -213,6 +213,28 @@ def test_recall_ranks_by_similarity_then_importance_and_recency() -> None:
     assert [c.id for c in ranked] == ["best-match", "fresh-critical", "old-trivia"]
 
 
+def test_recall_fuses_the_lexical_order_of_a_hybrid_search_with_the_score_order() -> None:
+    """A memory that shares the question's rare terms is not outranked by generic ones the embedder
+    scores a little higher; without lexical scores the order is the score order alone."""
+    now = 1_800_000_000.0
+    generic = [recall.Candidate(f"g{i}", f"generic {i}", 0.60 - i / 100, 3, now) for i in range(5)]
+    named = recall.Candidate("named", "reading The Lean Startup", 0.50, 3, now, lexical=7.5)
+    weak = recall.Candidate("weak", "reading a book", 0.40, 3, now, lexical=1.0)
+    dense = recall.rank([*generic, named, weak], min_similarity=0.2, now=now)
+    assert [c.id for c in dense][:3] == ["named", "weak", "g0"]  # both lists beat one
+    plain = [recall.Candidate(c.id, c.summary, c.similarity, 3, now) for c in [*generic, named, weak]]
+    assert [c.id for c in recall.rank(plain, min_similarity=0.2, now=now)][:6] == [
+        "g0",
+        "g1",
+        "g2",
+        "g3",
+        "g4",
+        "named",
+    ]
+    below = recall.Candidate("below", "reading The Lean Startup again", 0.10, 3, now, lexical=9.0)
+    assert "below" not in {c.id for c in recall.rank([*generic, below], min_similarity=0.2, now=now)}
+
+
 def test_recall_fits_the_budget_and_skips_a_memory_too_long_for_what_is_left() -> None:
     long = recall.Candidate("long", "word " * 2000, 0.9, 3, time.time())
     short = [recall.Candidate(f"s{i}", f"short memory {i}", 0.8, 3, time.time()) for i in range(10)]

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from echo.adapters.store import conversations
 from echo.domain import chain, tokens
 from echo.domain.memory import cleaning, collisions, distillation, merging, recall, windows, worth
 from echo.domain.memory import context as memory_context
@@ -95,6 +96,16 @@ def test_stored_messages_name_their_files_through_the_names_given() -> None:
     stored = [{"role": "user", "content": "see attached", "files": ["f1", "f2"]}]
     cleaned = cleaning.clean_messages(stored, {"f1": "a.csv"})
     assert cleaned[0].files == ("a.csv",)
+
+
+def test_a_stored_message_keeps_the_day_it_was_sent_for_its_window() -> None:
+    sent = 1683554160  # 8 May 2023, 13:56 UTC
+    stored = conversations.stored_message({"role": "user", "content": "I moved to Lyon.", "timestamp": sent})
+    assert stored["timestamp"] == sent
+    assert cleaning.render(cleaning.clean_messages([stored])) == "User (8 May 2023): I moved to Lyon."
+    undated = conversations.stored_message({"role": "user", "content": "hi", "timestamp": "soon"})
+    assert "timestamp" not in undated
+    assert "timestamp" not in conversations.stored_message({"role": "user"})
 
 
 def test_cleaning_an_open_webui_outlet_body_is_several_times_cheaper_than_str() -> None:

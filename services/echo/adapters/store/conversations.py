@@ -28,6 +28,7 @@ Forgetting: ``forget`` deletes a user's summaries, messages, chat heads and summ
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -71,8 +72,13 @@ def _content(content: object) -> str | list[dict[str, Any]]:
 
 
 def stored_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    """What is stored of one message: role, content, tool calls, tool call id, name and file ids."""
+    """What is stored of one message: role, content, tool calls, tool call id, name, file ids and
+    Open WebUI's ``timestamp`` (when it was sent: a distilled fact keeps its day). The first form
+    stored under a hash stays, so a message said again later keeps the day it was first said."""
     stored: dict[str, Any] = {"role": _role(message), "content": _content(message.get("content"))}
+    sent = message.get("timestamp")
+    if isinstance(sent, int | float) and not isinstance(sent, bool) and math.isfinite(sent):
+        stored["timestamp"] = sent
     calls = message.get("tool_calls")
     if isinstance(calls, list):
         kept = []

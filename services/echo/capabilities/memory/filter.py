@@ -12,12 +12,12 @@ Inlet (the one embedding call allowed on an inlet, DESIGN §5): the latest user 
 the user's nearest memories at or above `RECALL_MIN_SIMILARITY` are searched, those whose every source
 message the request already holds left out (its own messages, and the turns of the summary
 echo_compression names in `metadata`: `echo.domain.memory.context`, one store read for that summary's
-row), ranked by similarity, importance and recency, taken while they fit `RECALL_MAX_TOKENS` (at most
-`RECALL_TOP_K`, a cap above what the budget holds of fact-sized memories), and put in front of that
-user message as one block fenced as background history and not instructions
-(`echo.domain.memory.recall`). In the user's turn rather than a system message of its own: many chat
-templates (Mistral, Gemma…) refuse a system message after the first turn, and `echo.domain.chain`
-normalises the block away, so the turn hashes as if it were clean.
+row), ranked by similarity, importance and recency fused with the hybrid search's lexical order, taken
+while they fit `RECALL_MAX_TOKENS` (at most `RECALL_TOP_K`, a cap above what the budget holds of
+fact-sized memories), and put in front of that user message as one block fenced as background history
+and not instructions (`echo.domain.memory.recall`). In the user's turn rather than a system message of
+its own: many chat templates (Mistral, Gemma…) refuse a system message after the first turn, and
+`echo.domain.chain` normalises the block away, so the turn hashes as if it were clean.
 All of it runs under `INLET_DEADLINE_MS` less a margin: past it, or on any error, the turn goes on
 without memories (`echo_memory_recalls_total{outcome}`). Open WebUI's background tasks (titles,
 tags, queries) are left alone.
@@ -290,7 +290,7 @@ class MemoryFilter:
             query_text=query,
         )
         candidates = [
-            recall.candidate(hit.id, hit.score, hit.payload, hit.chat_id)
+            recall.candidate(hit.id, hit.score, hit.payload, hit.chat_id, hit.lexical)
             for hit in hits
             if hit.user_id == user_id
         ]

@@ -1,17 +1,21 @@
 """Recall: which of a user's memories to put before the current turn, and how. Pure.
 
-Candidates come from a vector search (the nearest memories of the user to the latest user message).
-Each is ranked by ``similarity + IMPORTANCE_WEIGHT * (importance - 1) / 4 + RECENCY_WEIGHT *
-0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)``: similarity decides, importance and recency break near
-ties (a critical or fresh memory goes before an old trivia of the same relevance). Candidates below
-the minimum similarity are never injected. The best are taken in rank order while they fit the token
-budget (the binding limit: the count cap, ``RECALL_TOP_K``, is set above what the budget holds), and
-rendered as one ``<echo_memories>`` block, one line per memory, lean (``- (important) [2026-05-31]
-text``: the mark only from importance ``IMPORTANT``, the day it was last remembered only when its
-text is not dated already: on fact-sized memories a longer prefix costs a third of the budget),
-fenced as background history and not instructions in the conversation's language (the locales of
-``echo.domain.compression.locales``); any ``echo_memories`` tag inside a memory is defused so it
-cannot close the fence.
+Candidates come from a hybrid search (the nearest memories of the user to the latest user message,
+dense and lexical, ``echo.domain.lexical``). Each is scored by ``similarity + IMPORTANCE_WEIGHT *
+(importance - 1) / 4 + RECENCY_WEIGHT * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)``: similarity
+decides, importance and recency break near ties (a critical or fresh memory goes before an old trivia
+of the same relevance). When the search ranked candidates lexically too (a hit's ``lexical`` score: it
+shares a term with the message), the order is the reciprocal rank fusion of that score order and the
+lexical one, as the search itself fused them: a fact-sized memory that names the very thing asked
+("reading", "Lean Startup") is not outranked by short generic ones that the embedder places near any
+message naming the same person. Candidates below the minimum similarity are never injected. The best
+are taken in rank order while they fit the token budget (the binding limit: the count cap,
+``RECALL_TOP_K``, is set above what the budget holds), and rendered as one ``<echo_memories>`` block,
+one line per memory, lean (``- (important) [2026-05-31] text``: the mark only from importance
+``IMPORTANT``, the day it was last remembered only when its text is not dated already: on fact-sized
+memories a longer prefix costs a third of the budget), fenced as background history and not
+instructions in the conversation's language (the locales of ``echo.domain.compression.locales``); any
+``echo_memories`` tag inside a memory is defused so it cannot close the fence.
 
 What the request already holds is never recalled: a memory whose every source message (the invariant
 hashes of the windows it was distilled from, ``sources``, as the point's payload carries them) is
@@ -31,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from echo.domain import lexical
 from echo.domain.compression import locales
 
 __all__ = [
@@ -107,6 +112,7 @@ class Candidate:
     tags: tuple[str, ...] = ()
     sources: frozenset[str] | None = None  # the source messages' hash prefixes; None: unknown
     chat_id: str | None = None  # the chat it was distilled from
+    lexical: float | None = None  # its lexical score in a hybrid search; None: no shared term, or dense only
 
     def rank_score(self, now: float) -> float:
         age_days = max(0.0, now - self.updated_at) / _DAY
@@ -116,9 +122,14 @@ class Candidate:
 
 
 def candidate(
-    id: str, similarity: float, payload: Mapping[str, Any], chat_id: str | None = None
+    id: str,
+    similarity: float,
+    payload: Mapping[str, Any],
+    chat_id: str | None = None,
+    lexical_score: float | None = None,
 ) -> Candidate:
-    """A vector hit as a candidate: its payload as the distill job writes it (``point_payload``)."""
+    """A vector hit as a candidate: its payload as the distill job writes it (``point_payload``), and
+    its lexical score when the search was hybrid."""
     tags = payload.get("tags")
     return Candidate(
         id=id,
@@ -129,6 +140,7 @@ def candidate(
         tags=tuple(str(t) for t in tags) if isinstance(tags, list) else (),
         sources=_sources(payload.get("sources")),
         chat_id=chat_id,
+        lexical=lexical_score,
     )
 
 
@@ -148,10 +160,16 @@ def source_ids(invariants: Iterable[str]) -> list[str] | None:
 def rank(
     candidates: Sequence[Candidate], *, min_similarity: float, now: float | None = None
 ) -> list[Candidate]:
-    """Candidates at or above ``min_similarity``, best first."""
+    """Candidates at or above ``min_similarity``, best first: by ``rank_score``, fused (reciprocal rank
+    fusion, ``lexical.fuse``) with the order of their lexical scores when some have one."""
     at = time.time() if now is None else now
     kept = [c for c in candidates if c.similarity >= min_similarity]
-    return sorted(kept, key=lambda c: (-c.rank_score(at), c.id))
+    scored = sorted(kept, key=lambda c: (-c.rank_score(at), c.id))
+    matched = sorted((c for c in kept if c.lexical is not None), key=lambda c: (-(c.lexical or 0.0), c.id))
+    if not matched:
+        return scored
+    by_id = {c.id: c for c in kept}
+    return [by_id[item] for item, _ in lexical.fuse([[c.id for c in scored], [c.id for c in matched]])]
 
 
 def _line(candidate: Candidate) -> str:
