@@ -69,6 +69,7 @@ bench: install
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/retrieval.py
 	$(BIN)/python bench/quality.py
+	$(BIN)/python bench/openwebui_builtin.py
 	$(BIN)/python bench/small_model.py
 	$(BIN)/python bench/suture.py
 	$(BIN)/python bench/attachments.py
