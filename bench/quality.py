@@ -245,6 +245,13 @@ def _memories_block(answer_messages: Sequence[Mapping[str, Any]]) -> str:
     return found.group(0) if found else ""
 
 
+def _raw_won(answer: str, block: str, nearest: list[str]) -> bool:
+    """Whether the raw turns hold the answer where the block does not (what `--explain` prints)."""
+    return not locomo.answer_recalled(answer, block) and bool(
+        locomo.answer_recalled(answer, "\n".join(nearest))
+    )
+
+
 def _lines_tokens(block: str) -> int:
     """The tokens of a memories block's memory lines (its fence and guard left out)."""
     found = _BLOCK_LINES.search(block)
@@ -384,11 +391,7 @@ class Replay:
             nearest = locomo.fill_budget((raw[key] for key in eligible), budget, tokens.estimate_tokens)
             point.raw_tokens.append(sum(map(tokens.estimate_tokens, nearest)))
             point.raw_hits += locomo.answer_recalled(question.answer, "\n".join(nearest))
-            if (
-                self.explain
-                and not locomo.answer_recalled(question.answer, memories)
-                and (locomo.answer_recalled(question.answer, "\n".join(nearest)))
-            ):
+            if self.explain and _raw_won(question.answer, memories, nearest):
                 await self._explain(f"{point.turns} this", question, memories, nearest, held)
             nearest = locomo.fill_budget(
                 (raw[key] for key in eligible), self.recall_budget, tokens.estimate_tokens
@@ -419,11 +422,7 @@ class Replay:
             nearest = locomo.fill_budget((raw[key] for key in order), budget, tokens.estimate_tokens)
             point.new_raw_tokens.append(sum(map(tokens.estimate_tokens, nearest)))
             point.new_raw_hits += locomo.answer_recalled(question.answer, "\n".join(nearest))
-            if (
-                self.explain
-                and not locomo.answer_recalled(question.answer, recalled)
-                and (locomo.answer_recalled(question.answer, "\n".join(nearest)))
-            ):
+            if self.explain and _raw_won(question.answer, recalled, nearest):
                 await self._explain(f"{point.turns} new", question, recalled, nearest, None)
             searched = await self.service.search_memories(self.user["id"], question.text, self.recall_k)
             fitting = locomo.fill_budget(searched, self.recall_budget, tokens.estimate_tokens)
