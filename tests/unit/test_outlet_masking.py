@@ -11,6 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from echo.capabilities import base
 from echo.capabilities.context.filter import ContextFilter
@@ -311,3 +313,33 @@ async def test_a_masking_outlet_out_of_time_emits_its_status_line(make: Callable
         f"{flt.name}: the secret check ran out of time"
     ]
     assert ctx.events[0].level == "warning"
+
+
+_JSON_LEAVES = st.none() | st.booleans() | st.integers() | st.text(max_size=8)
+_KEYS = st.sampled_from(["content", "id", "type", "text", "output", "role", "arguments", "x"])
+_VALUES = st.recursive(
+    _JSON_LEAVES,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=20,
+)
+_MESSAGES = st.lists(
+    st.builds(
+        lambda role, rest: {**rest, "role": role},
+        st.sampled_from(["assistant", "tool", "user", "system"]),
+        st.dictionaries(_KEYS, _VALUES, max_size=4),
+    ),
+    max_size=5,
+)
+
+
+@given(_MESSAGES)
+@settings(max_examples=200, deadline=None)
+def test_assistant_texts_are_the_texts_map_assistant_text_rewrites(messages: list[Any]) -> None:
+    seen: set[str] = set()
+
+    def collect(text: str) -> str:
+        seen.add(text)
+        return text
+
+    bodies.map_assistant_text({"messages": messages}, collect)
+    assert bodies.assistant_texts({"messages": messages}) == seen

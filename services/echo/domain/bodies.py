@@ -277,3 +277,37 @@ def map_assistant_text(body: Mapping[str, Any], rewrite: TextRewrite) -> dict[st
         changed = changed or new is not message
         new_messages.append(new)
     return {**body, "messages": new_messages if changed else messages}
+
+
+def assistant_texts(body: Mapping[str, Any]) -> set[str]:
+    """Every text `map_assistant_text(body, rewrite)` would hand to `rewrite`, collected without
+    rebuilding anything: one walk with a stack of its own (no recursion limit), what the masking
+    outlet scans."""
+    texts: set[str] = set()
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return texts
+    stack: list[Any] = [
+        message
+        for message in messages
+        if isinstance(message, Mapping) and message.get("role") in _SHOWN_ROLES
+    ]
+    add, push, pop = texts.add, stack.append, stack.pop
+    while stack:
+        container = pop()
+        kind = type(container)
+        if kind is list or (kind is not dict and isinstance(container, list)):
+            children: list[Any] = container
+        else:
+            children = [child for key, child in container.items() if key not in _NOT_SHOWN]
+        for child in children:
+            kind = type(child)
+            if kind is str:
+                add(child)
+            elif kind is dict or kind is list:
+                push(child)
+            elif isinstance(child, str):
+                add(child)
+            elif isinstance(child, (list, Mapping)):
+                push(child)
+    return texts

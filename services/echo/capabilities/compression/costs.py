@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import concurrent.futures
+import contextvars
 import functools
 import threading
 import typing
@@ -37,7 +38,7 @@ from typing import Any, TypeVar
 
 import cachetools
 
-from echo.domain import chain, tokens
+from echo.domain import chain, output_items, tokens
 from echo.domain.compression import groups as grp
 from echo.domain.compression import messages as msgs
 from echo.support import offload
@@ -89,6 +90,38 @@ async def off_loop(size: int, work: Callable[[StopCheck], _T]) -> _T:
         return await offload.run(_workers(), lambda: work(stop.is_set))
     finally:
         stop.set()  # done, or no longer waited for
+
+
+# The branch of the request being answered, once prepared: (its messages, unfolded, prepared). The
+# filters of one `POST /hooks/outlet` run in one task, so the second to ask (echo_memory after
+# echo_compression) finds the first one's work; each request is a task of its own, with its own value.
+_BRANCH: contextvars.ContextVar[tuple[Sequence[Any], list[Mapping[str, Any]], Prepared] | None] = (
+    contextvars.ContextVar("echo_prepared_branch", default=None)
+)
+
+
+async def prepared_branch(
+    costs: Costs, messages: Sequence[Any], key: Hashable | None
+) -> tuple[list[Mapping[str, Any]], Prepared] | None:
+    """An outlet's messages as the next inlet sends them (`output_items.unfold_output_items`) and
+    their `Costs.prepare` under `key`, on a worker thread for a long chat (`off_loop`); None when a
+    message is not an object or there is none. Done once per request: a later filter of the same
+    call given the same list (filters rebuild what they change, never edit it in place) gets the
+    same results without walking the chat again."""
+    known = _BRANCH.get()
+    if known is not None and known[0] is messages:
+        return known[1], known[2]
+
+    def prepare(stop: StopCheck) -> tuple[list[Mapping[str, Any]], Prepared] | None:
+        if not messages or not all(type(m) is dict or isinstance(m, dict) for m in messages):
+            return None
+        unfolded = output_items.unfold_output_items(messages)
+        return unfolded, costs.prepare(unfolded, key, stop)
+
+    found = await off_loop(len(messages), prepare)
+    if found is not None:
+        _BRANCH.set((messages, *found))
+    return found
 
 
 _PROTECTED_FLAGS = ("echo_protected", "is_external_references")  # as `messages.kind_of` reads them

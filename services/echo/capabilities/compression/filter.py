@@ -62,7 +62,6 @@ from echo.capabilities.compression import outlet as outlet_module
 from echo.capabilities.compression import references as references_filter
 from echo.capabilities.compression import reporting
 from echo.config import valves as valves_module
-from echo.domain import output_items
 from echo.domain.compression import allowance, assembly, budgets, references, selection
 from echo.domain.compression import messages as msgs
 from echo.domain.memory import context as memory_context
@@ -293,15 +292,7 @@ class CompressionFilter:
         terms = self._terms(body, ctx)
         key = self._prefix_key(ctx, store)
 
-        def prepare(
-            stop: compression_costs.StopCheck,
-        ) -> tuple[list[Mapping[str, Any]], compression_costs.Prepared] | None:
-            if not _all_dicts(messages):
-                return None
-            unfolded = output_items.unfold_output_items(messages)
-            return unfolded, self.costs.prepare(unfolded, key, stop)
-
-        found = await compression_costs.off_loop(len(messages), prepare)
+        found = await compression_costs.prepared_branch(self.costs, messages, key)
         if found is None or not len(found[1].turns):
             return body
         unfolded, prepared = found

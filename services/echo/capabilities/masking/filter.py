@@ -130,13 +130,7 @@ class _OutletMasking:
 
     def __init__(self, body: Mapping[str, Any], should_stop: StopCheck) -> None:
         self.body = body
-        texts: set[str] = set()
-
-        def collect(text: str) -> str:
-            texts.add(text)
-            return text
-
-        bodies.map_assistant_text(body, collect)
+        texts = bodies.assistant_texts(body)
         clean = _CLEAN.known(list(texts))
         # Verified clean on an earlier call: as they are, without a scan.
         self._verified: dict[str, str] = {text: text for text in clean}

@@ -44,7 +44,7 @@ from echo.capabilities.compression import costs as compression_costs
 from echo.capabilities.memory import metrics as memory_metrics
 from echo.capabilities.memory import payloads as memory_payloads
 from echo.config import valves as valves_module
-from echo.domain import kinds, output_items, tokens
+from echo.domain import kinds, tokens
 from echo.domain.compression import allowance, locales
 from echo.domain.compression import messages as msgs
 from echo.domain.memory import cleaning, recall, windows
@@ -126,25 +126,20 @@ class MemoryFilter:
         settings = self._valves(ctx)
         key = ("echo_memory", user_id, ctx.ids.chat_id) if ctx.ids.chat_id else None
 
-        def chain(
-            stop: compression_costs.StopCheck,
-        ) -> tuple[list[Mapping[str, Any]], msgs.Turns, list[windows.Window]]:
-            """The branch, its turns (a chat's next turn reuses this one's chain) and the windows due."""
-            if not _all_dicts(messages):
-                return [], msgs.Turns((), ()), []
-            unfolded = output_items.unfold_output_items(messages)
-            turns = self.costs.prepare(unfolded, key, stop).turns
-            due = [
-                window
-                for window in windows.due_windows(
-                    turns.hashes, size=settings.WINDOW_SIZE, overlap=settings.WINDOW_OVERLAP
-                )
-                if distill_job_key(user_id, window.key) not in self._enqueued
-            ]
-            return unfolded, turns, due
-
-        # A long chat's first outlet hashes every message: off the loop (`compression_costs.off_loop`).
-        unfolded, turns, due = await compression_costs.off_loop(len(messages), chain)
+        # The branch and its turns (a chat's next turn reuses this one's chain; a combined call reuses
+        # echo_compression's), off the loop for a long chat's first outlet, then the windows due.
+        found = await compression_costs.prepared_branch(self.costs, messages, key)
+        if found is None:
+            return body
+        unfolded, prepared = found
+        turns = prepared.turns
+        due = [
+            window
+            for window in windows.due_windows(
+                turns.hashes, size=settings.WINDOW_SIZE, overlap=settings.WINDOW_OVERLAP
+            )
+            if distill_job_key(user_id, window.key) not in self._enqueued
+        ]
         if not due:
             return body
         try:
