@@ -1,9 +1,9 @@
 """A real Open WebUI 0.12.4 driven as its web UI drives a saved chat, for benches and live checks.
 
-`openwebui_env` is the offline environment `openwebui_live.py` starts Open WebUI with (one OpenAI
-connection, no Ollama, no title, tag, follow-up nor query generation, no embedding model), plus the
-caller's settings; `start_openwebui` starts `open-webui serve` on 127.0.0.1 with it and waits for
-`/health`; `sign_up` makes the first (admin) user and an API key.
+`openwebui_env` (from `openwebui_live.py`, whose live checks start Open WebUI with it) is the offline
+environment (one OpenAI connection, no Ollama, no title, tag, follow-up nor query generation, no
+embedding model), plus the caller's settings; `start_openwebui` starts `open-webui serve` on
+127.0.0.1 with it and waits for `/health`; `sign_up` makes the first (admin) user and an API key.
 
 `SavedChat` plays turns of one saved chat as the web UI does (each turn names the chat, its user
 message with its `parentId` and the assistant message id to fill), but without a socket session:
@@ -17,7 +17,6 @@ the turn answered on that new branch.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 import uuid
@@ -26,35 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from openwebui_live import OPENWEBUI, wait_for
+from openwebui_live import OPENWEBUI, openwebui_env, wait_for
 
 __all__ = ["SavedChat", "Turn", "openwebui_env", "sign_up", "start_openwebui"]
-
-
-def openwebui_env(data_dir: Path, base_url: str, key: str, **settings: str) -> dict[str, str]:
-    """Open WebUI's environment: offline, one OpenAI connection at ``base_url``, ``settings`` over it
-    (variables of this process named ECHO_* or GEMINI_* are left out)."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("ECHO_", "GEMINI_"))}
-    return {
-        **base,
-        "DATA_DIR": str(data_dir),
-        "WEBUI_SECRET_KEY": "bench",
-        "OFFLINE_MODE": "true",
-        "HF_HUB_OFFLINE": "1",
-        "ENABLE_OLLAMA_API": "false",
-        "ENABLE_OPENAI_API": "true",
-        "OPENAI_API_BASE_URLS": base_url,
-        "OPENAI_API_KEYS": key,
-        "RAG_EMBEDDING_ENGINE": "openai",
-        "BYPASS_EMBEDDING_AND_RETRIEVAL": "true",
-        "ENABLE_TITLE_GENERATION": "false",
-        "ENABLE_TAGS_GENERATION": "false",
-        "ENABLE_FOLLOW_UP_GENERATION": "false",
-        "ENABLE_RETRIEVAL_QUERY_GENERATION": "false",
-        "BYPASS_MODEL_ACCESS_CONTROL": "true",
-        "ENABLE_API_KEYS": "true",
-        **settings,
-    }
 
 
 def start_openwebui(

@@ -62,6 +62,32 @@ MODEL = "echo.gemini-2.5-flash"
 EVERY_USER = {"principal_type": "user", "principal_id": "*", "permission": "read"}  # a tool server's grant
 
 
+def openwebui_env(data_dir: Path, base_url: str, key: str, **settings: str) -> dict[str, str]:
+    """Open WebUI's environment: offline, one OpenAI connection at ``base_url``, ``settings`` over it
+    (variables of this process named ECHO_* or GEMINI_* are left out)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("ECHO_", "GEMINI_"))}
+    return {
+        **base,
+        "DATA_DIR": str(data_dir),
+        "WEBUI_SECRET_KEY": "echo-e2e",
+        "OFFLINE_MODE": "true",
+        "HF_HUB_OFFLINE": "1",
+        "ENABLE_OLLAMA_API": "false",
+        "ENABLE_OPENAI_API": "true",
+        "OPENAI_API_BASE_URLS": base_url,
+        "OPENAI_API_KEYS": key,
+        "RAG_EMBEDDING_ENGINE": "openai",
+        "BYPASS_EMBEDDING_AND_RETRIEVAL": "true",
+        "ENABLE_TITLE_GENERATION": "false",
+        "ENABLE_TAGS_GENERATION": "false",
+        "ENABLE_FOLLOW_UP_GENERATION": "false",
+        "ENABLE_RETRIEVAL_QUERY_GENERATION": "false",
+        "BYPASS_MODEL_ACCESS_CONTROL": "true",
+        "ENABLE_API_KEYS": "true",  # ECHO reads uploaded files with an admin's API key
+        **settings,
+    }
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -165,27 +191,14 @@ def one_pass(check: Checks, connection: str) -> None:
     with FakeGemini() as gemini:
         gemini.responder = model_answer
         try:
-            webui_env = {
-                **base_env,
+            webui_env = openwebui_env(
+                work / "webui",
+                echo,
+                ECHO_KEY,
+                WEBUI_SECRET_KEY="live-check",
+                ENABLE_FORWARD_USER_INFO_HEADERS="true",  # tool calls say which user calls
                 **connection_env,
-                "DATA_DIR": str(work / "webui"),
-                "WEBUI_SECRET_KEY": "live-check",
-                "OFFLINE_MODE": "true",
-                "HF_HUB_OFFLINE": "1",
-                "ENABLE_OLLAMA_API": "false",
-                "ENABLE_OPENAI_API": "true",
-                "OPENAI_API_BASE_URLS": echo,
-                "OPENAI_API_KEYS": ECHO_KEY,
-                "RAG_EMBEDDING_ENGINE": "openai",
-                "BYPASS_EMBEDDING_AND_RETRIEVAL": "true",
-                "ENABLE_TITLE_GENERATION": "false",
-                "ENABLE_TAGS_GENERATION": "false",
-                "ENABLE_FOLLOW_UP_GENERATION": "false",
-                "ENABLE_RETRIEVAL_QUERY_GENERATION": "false",
-                "BYPASS_MODEL_ACCESS_CONTROL": "true",
-                "ENABLE_API_KEYS": "true",  # ECHO reads uploaded files with an admin's API key
-                "ENABLE_FORWARD_USER_INFO_HEADERS": "true",  # tool calls say which user calls
-            }
+            )
             webui_log = (work / "webui.log").open("wb")
             processes.append(
                 subprocess.Popen(

@@ -63,6 +63,14 @@ def _role(message: Mapping[str, Any]) -> str:
 def message_invariant(message: Mapping[str, Any]) -> str:
     """``echo.domain.chain``'s invariant hash of one message (cached per process: a chat's history is hashed
     again on every call)."""
+    content = message.get("content")
+    if (
+        type(content) is str
+        and message.get("files") is None
+        and message.get("tool_calls") is None
+        and message.get("tool_call_id") is None
+    ):  # the common case: its text is its content, and it has no files nor tools
+        return _invariant(_role(message), content, (), "")
     return _invariant(
         _role(message),
         chain.message_text(message.get("content")),
