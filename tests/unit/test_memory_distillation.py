@@ -235,27 +235,6 @@ def test_recall_fuses_the_lexical_order_of_a_hybrid_search_with_the_score_order(
     assert "below" not in {c.id for c in recall.rank([*generic, below], min_similarity=0.2, now=now)}
 
 
-def test_equal_lexical_scores_share_a_rank_so_the_score_order_decides_not_the_ids() -> None:
-    """A term most memories carry (the speaker's name) ties their lexical scores: the fused order among
-    them is the score order, whatever their ids, and a real lexical match still goes first."""
-    now = 1_800_000_000.0
-
-    def memories(ids: list[str]) -> list[recall.Candidate]:
-        tied = [
-            recall.Candidate(ids[i], f"Caroline: fact {i}", 0.70 - i / 100, 3, now, lexical=1.2)
-            for i in range(10)
-        ]
-        named = recall.Candidate(ids[10], "Caroline: single parent", 0.45, 3, now, lexical=6.0)
-        return [*tied, named]
-
-    forward = [f"m{i:02}" for i in range(11)]
-    for ids in (forward, forward[::-1], [*forward[5:], *forward[:5]]):
-        ranked = recall.rank(memories(ids), min_similarity=0.2, now=now)
-        order = [c.summary for c in ranked]
-        assert [s for s in order if "fact" in s] == [f"Caroline: fact {i}" for i in range(10)]
-        assert order.index("Caroline: single parent") == 4  # promoted from the last place, past 6
-
-
 def test_recall_fits_the_budget_and_skips_a_memory_too_long_for_what_is_left() -> None:
     long = recall.Candidate("long", "word " * 2000, 0.9, 3, time.time())
     short = [recall.Candidate(f"s{i}", f"short memory {i}", 0.8, 3, time.time()) for i in range(10)]

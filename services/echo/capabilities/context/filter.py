@@ -196,13 +196,20 @@ class ContextFilter:
         store = self._backends().store
         user_id, chat_id = ctx.ids.user_id, ctx.ids.chat_id
         if store is not None and user_id and chat_id:
-            try:
-                files = [_file_entry(a) for a in await store.attachments.of_chat(user_id, chat_id)]
-                plans, codex = await store.registries.snapshot(user_id, chat_id)
-            except store_port.StoreError as error:
+            try:  # both reads at once: the turn waits for one round trip, not three
+                async with asyncio.TaskGroup() as reads:
+                    attached = reads.create_task(store.attachments.of_chat(user_id, chat_id))
+                    snapshot = reads.create_task(store.registries.snapshot(user_id, chat_id))
+            except* store_port.StoreError as failed:
                 log.warning(
-                    "aec_registries_failed", chat_id=chat_id, error=str(error), returned="block without"
+                    "aec_registries_failed",
+                    chat_id=chat_id,
+                    error=str(failed.exceptions[0]),
+                    returned="block without",
                 )
+            else:
+                files = [_file_entry(a) for a in attached.result()]
+                plans, codex = snapshot.result()
         metadata = body.get("metadata")
         environment = aec.environment_from_request(
             ctx.user,

@@ -1,23 +1,21 @@
 """Recall: which of a user's memories to put before the current turn, and how. Pure.
 
-Candidates come from a hybrid search (the nearest memories of the user to the latest user message, dense
-and lexical, ``echo.domain.lexical``). Each is scored by ``similarity + IMPORTANCE_WEIGHT *
+Candidates come from a hybrid search (the nearest memories of the user to the latest user message,
+dense and lexical, ``echo.domain.lexical``). Each is scored by ``similarity + IMPORTANCE_WEIGHT *
 (importance - 1) / 4 + RECENCY_WEIGHT * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)``: similarity
-decides, importance and recency break near ties (a critical or fresh memory goes before an old trivia of
-the same relevance). When the search ranked candidates lexically too (a hit's ``lexical`` score: it
+decides, importance and recency break near ties (a critical or fresh memory goes before an old trivia
+of the same relevance). When the search ranked candidates lexically too (a hit's ``lexical`` score: it
 shares a term with the message), the order is the reciprocal rank fusion of that score order and the
 lexical one, as the search itself fused them: a fact-sized memory that names the very thing asked
 ("reading", "Lean Startup") is not outranked by short generic ones that the embedder places near any
-message naming the same person. Memories of equal lexical score share one rank there (a name that most
-of them carry ties them all), so the fused order never depends on their ids. Candidates below the
-minimum similarity are never injected. The best are taken in rank order while they fit the token budget
-(the binding limit: the count cap, ``RECALL_TOP_K``, is set above what the budget holds), and rendered
-as one ``<echo_memories>`` block, one line per memory, lean (``- (important) [2026-05-31] text``: the
-mark only from importance ``IMPORTANT``, the day it was last remembered only when its text is not dated
-already: on fact-sized memories a longer prefix costs a third of the budget), fenced as background
-history and not instructions in the conversation's language (the locales of
-``echo.domain.compression.locales``); any ``echo_memories`` tag inside a memory is defused so it cannot
-close the fence.
+message naming the same person. Candidates below the minimum similarity are never injected. The best
+are taken in rank order while they fit the token budget (the binding limit: the count cap,
+``RECALL_TOP_K``, is set above what the budget holds), and rendered as one ``<echo_memories>`` block,
+one line per memory, lean (``- (important) [2026-05-31] text``: the mark only from importance
+``IMPORTANT``, the day it was last remembered only when its text is not dated already: on fact-sized
+memories a longer prefix costs a third of the budget), fenced as background history and not
+instructions in the conversation's language (the locales of ``echo.domain.compression.locales``); any
+``echo_memories`` tag inside a memory is defused so it cannot close the fence.
 
 What the request already holds is never recalled: a memory whose every source message (the invariant
 hashes of the windows it was distilled from, ``sources``, as the point's payload carries them) is
@@ -159,37 +157,19 @@ def source_ids(invariants: Iterable[str]) -> list[str] | None:
     return out if len(out) <= MAX_SOURCES else None
 
 
-def _tied_ranks(scores: Mapping[str, float]) -> dict[str, float]:
-    """Each id's rank by its score, best first from 1; ids of equal score share the mean of the ranks
-    they span (fractional ranking): a tie gives no order, so none is made up for it."""
-    ordered = sorted(scores.values(), reverse=True)
-    first: dict[float, int] = {}
-    count: dict[float, int] = {}
-    for position, value in enumerate(ordered, start=1):
-        first.setdefault(value, position)
-        count[value] = count.get(value, 0) + 1
-    return {item: first[value] + (count[value] - 1) / 2 for item, value in scores.items()}
-
-
 def rank(
     candidates: Sequence[Candidate], *, min_similarity: float, now: float | None = None
 ) -> list[Candidate]:
     """Candidates at or above ``min_similarity``, best first: by ``rank_score``, fused (reciprocal rank
-    fusion, ``1 / (lexical.RRF_K + rank)`` summed over both orders) with the order of their lexical
-    scores when some have one. Equal lexical scores share one rank (``_tied_ranks``): a short query's
-    name that most memories carry ("Caroline: …") scores them all alike, and breaking that tie by
-    memory id would fuse an arbitrary order, as strong as a real one, into the ranking; so among
-    them the score order decides."""
+    fusion, ``lexical.fuse``) with the order of their lexical scores when some have one."""
     at = time.time() if now is None else now
     kept = [c for c in candidates if c.similarity >= min_similarity]
     scored = sorted(kept, key=lambda c: (-c.rank_score(at), c.id))
-    matched = {c.id: c.lexical for c in kept if c.lexical is not None}
+    matched = sorted((c for c in kept if c.lexical is not None), key=lambda c: (-(c.lexical or 0.0), c.id))
     if not matched:
         return scored
-    ranks = (_tied_ranks({c.id: c.rank_score(at) for c in scored}), _tied_ranks(matched))
-    fused = {c.id: sum(1.0 / (lexical.RRF_K + r[c.id]) for r in ranks if c.id in r) for c in scored}
-    order = {c.id: position for position, c in enumerate(scored)}
-    return sorted(scored, key=lambda c: (-fused[c.id], order[c.id]))
+    by_id = {c.id: c for c in kept}
+    return [by_id[item] for item, _ in lexical.fuse([[c.id for c in scored], [c.id for c in matched]])]
 
 
 def _line(candidate: Candidate) -> str:
