@@ -14,6 +14,7 @@ score(d) = sum over lists of 1 / (k + rank), rank from 1, k = 60.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -82,6 +83,7 @@ def tokens(text: str) -> list[str]:
     return found
 
 
+@functools.lru_cache(maxsize=1 << 16)  # words recur: a query's terms are mostly ones seen before
 def term_index(term: str) -> int:
     """The sparse index of a term: the first 4 bytes of its BLAKE2b digest, an unsigned 32-bit int."""
     digest = hashlib.blake2b(text_module.encodable(term).encode("utf-8"), digest_size=4).digest()

@@ -447,8 +447,11 @@ def carried_beside(new: Any, old: Any) -> bool:
                 return False
         return True
     if kind is list:
-        shared = {id(item) for item in old if type(item) in (dict, list)} if type(old) is list else set()
-        return all(id(item) in shared or carried_beside(item, None) for item in new)
+        # Every item of the old list by identity (a text or number among them is carried as well):
+        # a filter that rebuilt the list around its messages walks only the ones it made.
+        shared = set(map(id, old)) if type(old) is list else set()
+        unknown = [item for item in new if id(item) not in shared]
+        return all(carried_beside(item, None) for item in unknown)
     return False
 
 
