@@ -2,7 +2,9 @@
 
 Part 1. A 200-message chat is built from the saved-chat fixture of Open WebUI 0.12.4 (its request
 shape: metadata on the inlet, flat ids and `output` items on the outlet) with LoCoMo dialogue as text;
-`echoctl serve` in embedded mode (MiniLM in the process, Qdrant local mode). Each filter's own route,
+`echoctl serve` in embedded mode (Qdrant local mode, on a worker thread), its embedder Infinity in a
+process of its own as in a cluster when `.venv-infinity` exists (`make infinity`; `--local-embedder`
+or without it: MiniLM in the process). Each filter's own route,
 the combined `POST /hooks/inlet` and `/hooks/outlet` (every filter in one call, what the Open WebUI
 Function sends), and a pass-through call: `echo_memory`'s inlet with `ENABLE_RECALL` off on the 97 KiB
 outlet body (every layer runs: edge, read, checks, runner, answer; the filter returns the body).
@@ -42,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import load_cluster
 import servers
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -56,6 +59,22 @@ TURN_CPU_TARGET_MS = 5.0
 SERVE = [sys.executable, "-m", "echo.entrypoints.cli", "serve"]
 _RECALL = re.compile(r"^echo_memory_recall_seconds_(sum|count) ([0-9.eE+-]+)$", re.MULTILINE)
 _OUTCOMES = re.compile(r'^echo_memory_recalls_total\{outcome="(\w+)"\} ([0-9.eE+-]+)$', re.MULTILINE)
+
+
+@contextlib.contextmanager
+def embedder(workdir: Path, local: bool) -> Iterator[tuple[dict[str, str], str]]:
+    """echo-hooks' embedder as in a cluster: Infinity in a process of its own (`make infinity`), its
+    `/embeddings` called over HTTP; with `local` or without that venv, MiniLM in echo-hooks' process.
+    The environment that says so, and a label."""
+    infinity = None if local else load_cluster.start_infinity(servers.free_port(), workdir)
+    if infinity is None:
+        yield {}, "MiniLM in echo-hooks' process (worker threads)"
+        return
+    try:
+        assert infinity.ready_url is not None
+        yield {"ECHO_EMBEDDING_URL": infinity.ready_url.removesuffix("/health")}, "Infinity over HTTP"
+    finally:
+        infinity.stop()
 
 
 @dataclass(frozen=True)
@@ -246,7 +265,8 @@ def part_one(args: argparse.Namespace, workdir: Path) -> None:
     headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
     rows = []
     with (
-        running(command, {"ECHO_API_KEY": KEY, "ECHO_LOG_LEVEL": "WARNING"}) as at,
+        embedder(workdir, args.local_embedder) as (embedding_env, embedding),
+        running(command, {"ECHO_API_KEY": KEY, "ECHO_LOG_LEVEL": "WARNING", **embedding_env}) as at,
         httpx.Client(headers=headers, timeout=10) as http,
     ):
         for case in default_cases:
@@ -259,7 +279,7 @@ def part_one(args: argparse.Namespace, workdir: Path) -> None:
     size = {phase: len(body) / 1024 for phase, body in payloads.items()}
     print_rows(
         f"part 1: 200-message chat (inlet {size['inlet']:.0f} KiB, outlet {size['outlet']:.0f} KiB), every "
-        f"filter active, {args.requests} requests per cell, ms",
+        f"filter active, embedding by {embedding}, {args.requests} requests per cell, ms",
         rows,
     )
     print_turn_cpu(rows)
@@ -267,8 +287,8 @@ def part_one(args: argparse.Namespace, workdir: Path) -> None:
 
 def print_turn_cpu(rows: list[Row]) -> None:
     """echo-hooks' CPU for one turn over the Function (the two combined calls). The target counts the
-    CPU of its event-loop thread: the query's embedding (MiniLM) and the local-mode vector search run
-    on worker threads here, and in a cluster on their own servers (Infinity, Qdrant)."""
+    CPU of its event-loop thread: the local-mode vector search runs on a worker thread here (in a
+    cluster, on the Qdrant server), the query's embedding on Infinity (or on worker threads)."""
     combined = [row for row in rows if row.case.path.startswith("/hooks/")]
     if len(combined) != 2:
         return
@@ -279,7 +299,7 @@ def print_turn_cpu(rows: list[Row]) -> None:
     verdict = "met" if loop <= TURN_CPU_TARGET_MS else "NOT MET"
     print(
         f"echo-hooks CPU per turn (POST /hooks/inlet + /hooks/outlet): {cpu:.2f} ms in all; {loop:.2f} ms on "
-        f"its event-loop thread, the embedding and vector search (worker threads) apart (target <= "
+        f"its event-loop thread, the embedding and vector search apart (target <= "
         f"{TURN_CPU_TARGET_MS:g} ms: {verdict}); the floors' two calls {floor:.2f} ms (stdlib), "
         f"{fast_floor:.2f} ms (msgspec)"
     )
@@ -363,6 +383,11 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=400, help="measured requests per case and server")
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--skip-summary", action="store_true", help="leave part 2 out (no PostgreSQL)")
+    parser.add_argument(
+        "--local-embedder",
+        action="store_true",
+        help="part 1 embeds with MiniLM in echo-hooks' process even when .venv-infinity exists",
+    )
     args = parser.parse_args()
     if not FIXTURES.is_dir() or not LOCOMO.is_file():
         print(f"needs {FIXTURES} and {LOCOMO} (../shared/)", file=sys.stderr)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["Cluster", "Process", "postgres_cpu_seconds", "restartable_postgres"]
+__all__ = ["Cluster", "Process", "postgres_cpu_seconds", "restartable_postgres", "start_infinity"]
 
 ROOT = Path(__file__).resolve().parents[1]
 INFINITY = Path(os.environ.get("INFINITY_VENV", ROOT / ".venv-infinity")) / "bin" / "infinity_emb"
@@ -160,36 +160,7 @@ class Cluster:
     def start_embedder(self, port_of: Callable[[], int]) -> None:
         """Infinity serving the packaged MiniLM, when `.venv-infinity` exists (`make infinity`);
         without it every process embeds with its own in-process MiniLM."""
-        if INFINITY.exists():
-            port = port_of()
-            self.embedder = Process(
-                "infinity",
-                [
-                    str(INFINITY),
-                    "v2",
-                    "--model-id",
-                    str(_minilm()),
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--engine",
-                    "torch",
-                    "--device",
-                    "cpu",
-                    "--log-level",
-                    "warning",
-                ],
-                {
-                    **os.environ,
-                    "HF_HUB_OFFLINE": "1",
-                    "DO_NOT_TRACK": "1",
-                    "INFINITY_ANONYMOUS_USAGE_STATS": "0",
-                },
-                self.workdir / "infinity.log",
-                ready_url=f"http://127.0.0.1:{port}/health",
-            )
-            self.embedder.start()
+        self.embedder = start_infinity(port_of(), self.workdir)
 
     def prepare(self, port_of: Callable[[], int]) -> None:
         """The worker and replica processes (not started: their Qdrant directories can be seeded)."""
@@ -251,6 +222,25 @@ class Cluster:
             "hooks": max((rss(p) for p in self.hooks), default=0.0),
             "workers": max((rss(p) for p in self.distillers), default=0.0),
         }
+
+
+def start_infinity(port: int, workdir: Path) -> Process | None:
+    """Infinity (`.venv-infinity`, `make infinity`) serving the packaged MiniLM on 127.0.0.1:`port`,
+    started and answering `/health`, its log in `workdir`; None when that venv is not there."""
+    if not INFINITY.exists():
+        return None
+    process = Process(
+        "infinity",
+        [
+            str(INFINITY), "v2", "--model-id", str(_minilm()), "--host", "127.0.0.1", "--port", str(port),
+            "--engine", "torch", "--device", "cpu", "--log-level", "warning",
+        ],
+        {**os.environ, "HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"},
+        workdir / "infinity.log",
+        ready_url=f"http://127.0.0.1:{port}/health",
+    )  # fmt: skip
+    process.start()
+    return process
 
 
 def _minilm() -> Path:

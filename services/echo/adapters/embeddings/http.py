@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import msgspec
 import tenacity
 
 from echo.ports import embeddings as base
@@ -154,21 +155,36 @@ class HttpEmbedder:
         return vectors
 
     def _parse(self, response: httpx.Response, expected: int) -> list[list[float]]:
-        def malformed(why: str) -> base.EmbeddingError:
-            return base.EmbeddingError(
-                f"malformed answer from {self.url}: {why}", status=response.status_code, reason="malformed"
-            )
+        vectors, model = _checked_fast(response.content, expected) or self._checked(response, expected)
+        sizes = {len(vector) for vector in vectors}
+        if len(sizes) != 1:
+            raise self._malformed(response, f"embeddings of different sizes {sorted(sizes)}")
+        (size,) = sizes
+        if self._dimension is not None and size != self._dimension:
+            raise self._malformed(response, f"the dimension changed from {self._dimension} to {size}")
+        self._dimension = size
+        if model is not None:
+            self._served_model = model
+        return vectors
 
+    def _malformed(self, response: httpx.Response, why: str) -> base.EmbeddingError:
+        return base.EmbeddingError(
+            f"malformed answer from {self.url}: {why}", status=response.status_code, reason="malformed"
+        )
+
+    def _checked(self, response: httpx.Response, expected: int) -> tuple[list[list[float]], str | None]:
+        """The vectors and the served model of an answer `_checked_fast` doubts, checked in Python so
+        that a refusal says what is wrong."""
         try:
             payload = response.json()
         except ValueError as exc:
-            raise malformed(f"not JSON ({response.text[:80]!r})") from exc
+            raise self._malformed(response, f"not JSON ({response.text[:80]!r})") from exc
         data = payload.get("data") if isinstance(payload, dict) else None
         if not isinstance(data, list) or len(data) != expected:
             got = len(data) if isinstance(data, list) else type(data).__name__
-            raise malformed(f"expected a `data` list of {expected} embeddings, got {got}")
+            raise self._malformed(response, f"expected a `data` list of {expected} embeddings, got {got}")
         if not all(isinstance(item, dict) for item in data):
-            raise malformed("`data` items must be objects")
+            raise self._malformed(response, "`data` items must be objects")
         if all(isinstance(item.get("index"), int) for item in data):
             data = sorted(data, key=lambda item: item["index"])
         vectors: list[list[float]] = []
@@ -179,18 +195,39 @@ class HttpEmbedder:
                 or not embedding
                 or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in embedding)
             ):
-                raise malformed("an `embedding` is not a non-empty list of numbers")
+                raise self._malformed(response, "an `embedding` is not a non-empty list of numbers")
             vectors.append(base.l2_normalise([float(x) for x in embedding]))
-        sizes = {len(vector) for vector in vectors}
-        if len(sizes) != 1:
-            raise malformed(f"embeddings of different sizes {sorted(sizes)}")
-        (size,) = sizes
-        if self._dimension is not None and size != self._dimension:
-            raise malformed(f"the dimension changed from {self._dimension} to {size}")
-        self._dimension = size
-        if isinstance(payload.get("model"), str):
-            self._served_model = payload["model"]
-        return vectors
+        model = payload.get("model")
+        return vectors, model if isinstance(model, str) else None
+
+
+class _Embedding(msgspec.Struct):
+    embedding: list[float]  # msgspec takes ints as floats and refuses booleans, as `_checked` does
+    index: int | None = None
+
+
+class _Answer(msgspec.Struct):
+    data: list[_Embedding]
+    model: str | None = None
+
+
+_ANSWER = msgspec.json.Decoder(_Answer)
+
+
+def _checked_fast(content: bytes, expected: int) -> tuple[list[list[float]], str | None] | None:
+    """The vectors (normalised) and the served model of a well-formed answer of `expected` embeddings,
+    decoded and type-checked in one C pass (a 1,024-number vector checked in Python costs about
+    0.3 ms); None for anything else, which `HttpEmbedder._checked` then reads and names."""
+    try:
+        answer = _ANSWER.decode(content)
+    except msgspec.MsgspecError:
+        return None
+    items = answer.data
+    if len(items) != expected or not all(item.embedding for item in items):
+        return None
+    if all(item.index is not None for item in items):
+        items = sorted(items, key=lambda item: item.index or 0)
+    return [base.l2_normalise(item.embedding) for item in items], answer.model
 
 
 def _status_error(url: str, response: httpx.Response) -> base.EmbeddingError:
