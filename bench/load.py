@@ -8,7 +8,9 @@ Topology (all on this machine, loopback only): the PostgreSQL server (ECHO_DATAB
 it; `--llm-seconds` per call) for summaries and distillation. Every user's Qdrant holds `--memories`
 memories before the run, so each inlet's recall embeds the question and searches a populated
 collection. Valves: compression past 1,500 tokens (a summary every few turns of a chat), a memory
-window every 5 messages (`bench/load_chats.py` plays Open WebUI: every inlet, the model, every outlet).
+window every 5 messages (`bench/load_chats.py` plays Open WebUI: every inlet, the model, every outlet;
+`--via function`, the default, calls them as ECHO's Function does, `POST /hooks/inlet` and `/hooks/outlet`
+with every filter in each, `--via pipelines` as a Pipelines connection does, one call per filter).
 
 Part 1, levels: `--levels` concurrent chats (default 10, 25, 50, 200) of `--turns` turns each, a
 `--model-seconds` answer and `--think-seconds` pause per turn. Per level: turns/s, p50/p99 of every
@@ -25,7 +27,8 @@ done or dead with their error, windows never enqueued, memories or summaries dup
 time to recover. The vector store cannot be stopped apart here (no Qdrant server on these machines;
 local mode runs inside each process): that row says so.
 
-    .venv/bin/python bench/load.py [--levels 10,25,50,200] [--faults all|none|worker,postgres,drain,...]
+    .venv/bin/python bench/load.py [--levels 10,25,50,200] [--via function|pipelines]
+        [--faults all|none|worker,postgres,drain,...]
 """
 
 from __future__ import annotations
@@ -81,12 +84,13 @@ SCENARIOS = ("worker", "postgres", "embedder", "vectors", "llm", "replica", "dra
 
 
 def model_answer(body: dict[str, Any]) -> str:
-    """As a model would answer ECHO's jobs: a distillation or a merge as JSON, its summary a few
-    sentences long (tests/fakes/memory_llm.py, cut to 60 words); a summary of the last words it was
+    """As a model would answer ECHO's jobs: a distillation (facts) or a merge (a summary) as JSON
+    (tests/fakes/memory_llm.py), a merge's summary cut to 60 words; a summary of the last words it was
     given for compression."""
     if body.get("generationConfig", {}).get("responseMimeType") == "application/json":
         answer = json.loads(memory_answer(body))
-        answer["summary"] = " ".join(answer["summary"].split()[:60])
+        if isinstance(answer.get("summary"), str):
+            answer["summary"] = " ".join(answer["summary"].split()[:60])
         return json.dumps(answer)
     words = " ".join(p.get("text", "") for c in body.get("contents", []) for p in c.get("parts", [])).split()
     return "The user and the assistant discussed: " + " ".join(words[-120:])
@@ -255,6 +259,7 @@ class Bench:
                     turns=turns or 10_000,
                     until=until,
                     model_seconds=self.args.model_seconds,
+                    via=self.args.via,
                     think_seconds=self.args.think_seconds,
                 )
                 for chat in everyone
@@ -533,7 +538,12 @@ FAULT_TITLES = {
 
 # -- report --------------------------------------------------------------------------------------
 
-HOOKS = [f"{f} {phase}" for phase in ("inlet", "outlet") for f in load_chats.FILTERS]
+
+def hooks(outcomes: list[Outcome]) -> list[str]:
+    """The hooks called in `outcomes`, in the order a turn calls them."""
+    seen = {s.hook for o in outcomes for s in o.samples}
+    names = [*load_chats.hooks_of("function"), *load_chats.hooks_of("pipelines")]
+    return [f"{name} {phase}" for phase in ("inlet", "outlet") for name in names if f"{name} {phase}" in seen]
 
 
 def late(outcome: Outcome) -> int:
@@ -541,7 +551,8 @@ def late(outcome: Outcome) -> int:
 
 
 def inlet_p99(outcome: Outcome) -> float:
-    return max((p(outcome.hook_ms(h), 0.99) for h in HOOKS if h.endswith("inlet")), default=float("nan"))
+    inlets = [h for h in hooks([outcome]) if h.endswith("inlet")]
+    return max((p(outcome.hook_ms(h), 0.99) for h in inlets), default=float("nan"))
 
 
 def turns_per_s(outcome: Outcome) -> float:
@@ -559,7 +570,8 @@ def series(outcome: Outcome, points: int = 12) -> str:
 
 def print_levels(levels: list[Outcome], args: argparse.Namespace) -> Outcome | None:
     print(
-        f"\nPart 1: concurrent chats, {args.turns} turns each ({args.model_seconds:g} s model answer, "
+        f"\nPart 1: concurrent chats over {'the Function' if args.via == 'function' else 'Pipelines'}, "
+        f"{args.turns} turns each ({args.model_seconds:g} s model answer, "
         f"{args.think_seconds:g} s pause), {args.replicas} hook replicas, {args.workers} worker(s) × "
         f"{args.concurrency}, LLM {args.llm_seconds:g} s per call"
     )
@@ -581,7 +593,7 @@ def print_levels(levels: list[Outcome], args: argparse.Namespace) -> Outcome | N
     print("\nlatency per hook, ms (p50 / p99)")
     header = f"{'hook':<26}" + "".join(f"{f'{o.chats} chats':>20}" for o in levels)
     print(header + "\n" + "-" * len(header))
-    for hook in HOOKS:
+    for hook in hooks(levels):
         cells = "".join(f"{p(o.hook_ms(hook), 0.5):>9.1f} /{p(o.hook_ms(hook), 0.99):>8.1f}" for o in levels)
         print(f"{hook:<26}{cells}")
     print(
@@ -764,6 +776,12 @@ def main() -> int:
         "--levels", type=lambda v: [int(x) for x in v.split(",") if x], default=[10, 25, 50, 200]
     )
     parser.add_argument("--turns", type=int, default=12, help="turns per chat at each level")
+    parser.add_argument(
+        "--via",
+        choices=load_chats.CONNECTIONS,
+        default="function",
+        help="how the simulated Open WebUI calls ECHO: its Function (two calls per turn) or Pipelines (six)",
+    )
     parser.add_argument("--model-seconds", type=float, default=1.0, help="the model's answer time per turn")
     parser.add_argument("--think-seconds", type=float, default=1.0, help="the user's pause between turns")
     parser.add_argument("--llm-seconds", type=float, default=0.3, help="fake Gemini latency per job call")

@@ -1,7 +1,9 @@
 """Simulated Open WebUI chats for `bench/load.py`: generated users and dialogue, and per turn the hook
-calls Open WebUI 0.12.4 makes over a Pipelines connection — every filter's inlet in priority order,
-each taking the previous one's body, then the model, then every outlet with the flat saved-chat
-body — each call timed.
+calls Open WebUI 0.12.4 makes, each timed: through ECHO's Function (`via="function"`), `POST
+/hooks/inlet` then the model then `POST /hooks/outlet`, every filter in each, the answer with its
+status events (`X-Echo-Events: 1`); over a Pipelines connection (`via="pipelines"`), every filter's
+inlet in priority order, each taking the previous one's body, then the model, then every outlet with
+the flat saved-chat body.
 
 The dialogue is generated (a persona per user: name, city, job, family, plans, in varied sentences),
 so any number of users talk about different facts. The model is a stand-in: it waits
@@ -24,9 +26,18 @@ import httpx
 from echo.capabilities.memory import filter as memory_filter
 from echo.domain import chain
 
-__all__ = ["FILTERS", "Balancer", "Chat", "Recorder", "Sample", "run_chat"]
+__all__ = ["CONNECTIONS", "FILTERS", "Balancer", "Chat", "Recorder", "Sample", "hooks_of", "run_chat"]
 
 FILTERS = ("echo_context", "echo_compression", "echo_memory")  # priority order: 0, 10, 20
+CONNECTIONS = ("function", "pipelines")
+_EVENTS = {"X-Echo-Events": "1"}  # what the Function sends: the answer is {"body": …, "events": […]}
+
+
+def hooks_of(via: str) -> tuple[str, ...]:
+    """The hooks one turn calls, by the names its samples carry (`"<hook> inlet"`, `"<hook> outlet"`)."""
+    return ("hooks",) if via == "function" else FILTERS
+
+
 MODEL = "gemini-2.5-flash"
 
 _NAMES = [
@@ -251,14 +262,18 @@ class Chat:
 
 
 async def _call(
-    http: httpx.AsyncClient, balancer: Balancer, path: str, payload: dict[str, Any]
+    http: httpx.AsyncClient,
+    balancer: Balancer,
+    path: str,
+    payload: dict[str, Any],
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, Any, float]:
     """POST to a replica (another one when a connection is refused); status 0 when none answered."""
     started = time.perf_counter()
     for _ in range(len(balancer.urls) + 1):
         url = balancer.pick()
         try:
-            answer = await http.post(url + path, json=payload)
+            answer = await http.post(url + path, json=payload, headers=headers)
         except httpx.ConnectError:
             balancer.refused(url)
             await asyncio.sleep(0.05)
@@ -272,29 +287,47 @@ async def _call(
 
 
 async def run_turn(
-    http: httpx.AsyncClient, balancer: Balancer, chat: Chat, recorder: Recorder, model_seconds: float
+    http: httpx.AsyncClient,
+    balancer: Balancer,
+    chat: Chat,
+    recorder: Recorder,
+    model_seconds: float,
+    via: str = "function",
 ) -> bool:
     """One chat turn as Open WebUI runs it; False when Open WebUI would have failed it (an inlet)."""
     payload, message = chat.inlet(chat.user_text())
-    for filter_id in FILTERS:
-        status, answer, ms = await _call(http, balancer, f"/{filter_id}/filter/inlet", payload)
-        recorder.samples.append(Sample(f"{filter_id} inlet", ms, status, time.monotonic()))
+    for hook in hooks_of(via):
+        status, answer, ms = await _hook(http, balancer, hook, "inlet", payload)
+        recorder.samples.append(Sample(f"{hook} inlet", ms, status, time.monotonic()))
         if status != 200 or not isinstance(answer, dict):
             recorder.failed_turns += 1
-            recorder.errors.append(f"{filter_id} inlet: {status} {str(answer)[:200]}")
+            recorder.errors.append(f"{hook} inlet: {status} {str(answer)[:200]}")
             return False
         payload = {"user": chat.user, "body": answer}
     await asyncio.sleep(model_seconds)
     chat.answered(message)
     outlet = chat.outlet()
-    for filter_id in FILTERS:
-        status, answer, ms = await _call(http, balancer, f"/{filter_id}/filter/outlet", outlet)
-        recorder.samples.append(Sample(f"{filter_id} outlet", ms, status, time.monotonic()))
+    for hook in hooks_of(via):
+        status, answer, ms = await _hook(http, balancer, hook, "outlet", outlet)
+        recorder.samples.append(Sample(f"{hook} outlet", ms, status, time.monotonic()))
         if status != 200 or not isinstance(answer, dict):
-            recorder.errors.append(f"{filter_id} outlet: {status} {str(answer)[:200]}")
+            recorder.errors.append(f"{hook} outlet: {status} {str(answer)[:200]}")
             break  # Open WebUI keeps the reply and drops the outlets' edits
         outlet = {"user": chat.user, "body": answer}
     return True
+
+
+async def _hook(
+    http: httpx.AsyncClient, balancer: Balancer, hook: str, phase: str, payload: dict[str, Any]
+) -> tuple[int, Any, float]:
+    """One hook call: the Function's combined `POST /hooks/{phase}` (its answer's body), or one
+    filter's `POST /{hook}/filter/{phase}`."""
+    if hook != "hooks":
+        return await _call(http, balancer, f"/{hook}/filter/{phase}", payload)
+    status, answer, ms = await _call(http, balancer, f"/hooks/{phase}", payload, _EVENTS)
+    if status == 200 and isinstance(answer, dict):
+        answer = answer.get("body")
+    return status, answer, ms
 
 
 async def run_chat(
@@ -307,6 +340,7 @@ async def run_chat(
     until: float | None,
     model_seconds: float,
     think_seconds: float,
+    via: str = "function",
 ) -> None:
     """`turns` successful turns, or turns until the monotonic time `until` (a failed one is sent
     again, as a user would), a pause between them."""
@@ -314,6 +348,6 @@ async def run_chat(
     await asyncio.sleep(chat.rng.uniform(0, think_seconds))  # chats do not all start at once
     while done < turns and attempts < 3 * turns and (until is None or time.monotonic() < until):
         attempts += 1
-        if await run_turn(http, balancer, chat, recorder, model_seconds):
+        if await run_turn(http, balancer, chat, recorder, model_seconds, via):
             done += 1
         await asyncio.sleep(think_seconds)
