@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import aiohttp
 import httpx
 import pytest
 from contract.embedder_contract import BATCH, TEXTS, EmbedderContract, cosine
@@ -85,16 +86,18 @@ class TestInfinity(EmbedderContract):
         await embedder.aclose()
 
     async def test_batches_go_in_several_requests(self, infinity_url: str) -> None:
-        requests: list[httpx.Request] = []
+        paths: list[str] = []
 
-        async def record(request: httpx.Request) -> None:
-            requests.append(request)
+        async def record(session: object, context: object, sent: aiohttp.TraceRequestStartParams) -> None:
+            paths.append(sent.url.path)
 
-        async with httpx.AsyncClient(event_hooks={"request": [record]}) as client:
-            embedder = HttpEmbedder(infinity_url, batch_size=BATCH, api_key=API_KEY, client=client)
+        tracing = aiohttp.TraceConfig()
+        tracing.on_request_start.append(record)
+        async with aiohttp.ClientSession(trace_configs=[tracing]) as session:
+            embedder = HttpEmbedder(infinity_url, batch_size=BATCH, api_key=API_KEY, session=session)
             vectors = await embedder.embed(TEXTS)
         assert len(vectors) == len(TEXTS)
-        assert [r.url.path for r in requests] == ["/embeddings"] * 3
+        assert paths == ["/embeddings"] * 3
         assert embedder.dimension == 384
         assert "minilm" in embedder.model_name.lower()  # learned from the server's answer
 

@@ -5,18 +5,26 @@ under ``/v1`` (configure ``http://host/v1``). Texts go in batches of ``batch_siz
 batch, in order. A batch is retried with tenacity on 408/429/5xx, timeouts and transport errors,
 waiting what the server's ``Retry-After`` asks (capped) or an exponential backoff; anything else, and
 a malformed answer, fails at once. Every failure surfaces as ``EmbeddingError``.
+
+The client is aiohttp: one query's embedding is a request on every recall, and aiohttp spends about
+half the CPU per request that httpx does (0.8 against 1.6 ms measured against Infinity). Its session
+is made in the event loop that first embeds, and again if another loop embeds later (a session
+belongs to its loop).
 """
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
+import json
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
+import aiohttp
 import msgspec
 import tenacity
 
@@ -47,7 +55,7 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
 
 
 class HttpEmbedder:
-    """An ``Embedder`` over HTTP. Pass ``client`` to inject a transport (tests); it is then not closed."""
+    """An ``Embedder`` over HTTP. Pass ``session`` to bring your own (tests); it is then not closed."""
 
     backend = "http"
 
@@ -62,20 +70,21 @@ class HttpEmbedder:
         max_attempts: int = 4,
         backoff_s: float = 0.5,
         max_wait_s: float = 10.0,
-        client: httpx.AsyncClient | None = None,
+        session: aiohttp.ClientSession | None = None,
     ) -> None:
         self.url = base_url.rstrip("/") + "/embeddings"
         self._model = model
         self._served_model: str | None = None
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._batch_size = batch_size
-        self._timeout = httpx.Timeout(timeout_s)
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._timeout_s = timeout_s
         self._max_attempts = max(1, max_attempts)
         self._backoff = tenacity.wait_exponential(multiplier=backoff_s, max=max_wait_s)
         self._max_wait_s = max_wait_s
-        self._client = client or httpx.AsyncClient(timeout=self._timeout)
-        self._owns_client = client is None
+        self._session = session
+        self._owns_session = session is None
+        self._session_loop: asyncio.AbstractEventLoop | None = None
         self._dimension: int | None = None
 
     @property
@@ -101,8 +110,20 @@ class HttpEmbedder:
         return vectors
 
     async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if not self._owns_session:
+            assert self._session is not None
+            return self._session
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._session_loop is not loop:
+            # trust_env: HTTP(S)_PROXY and NO_PROXY are honoured, as by the other HTTP clients
+            self._session = aiohttp.ClientSession(timeout=self._timeout, trust_env=True)
+            self._session_loop = loop
+        return self._session
 
     async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
         retrying = tenacity.AsyncRetrying(
@@ -129,24 +150,25 @@ class HttpEmbedder:
         started = time.perf_counter()
         try:
             try:
-                response = await self._client.post(
-                    self.url, json=body, headers=self._headers, timeout=self._timeout
-                )
-            except httpx.TimeoutException as exc:
+                async with self._client().post(self.url, json=body, headers=self._headers) as response:
+                    answer = _Answered(
+                        response.status, await response.read(), response.headers.get("Retry-After")
+                    )
+            except TimeoutError as exc:
                 raise base.EmbeddingError(
                     f"embedding request to {self.url} timed out after {self._timeout_s} s",
                     retryable=True,
                     reason="timeout",
                 ) from exc
-            except httpx.TransportError as exc:
+            except aiohttp.ClientError as exc:
                 raise base.EmbeddingError(
                     f"cannot reach the embedding server at {self.url}: {exc!r}",
                     retryable=True,
                     reason="transport",
                 ) from exc
-            if response.status_code != 200:
-                raise _status_error(self.url, response)
-            vectors = self._parse(response, len(batch))
+            if answer.status != 200:
+                raise _status_error(self.url, answer)
+            vectors = self._parse(answer, len(batch))
         except base.EmbeddingError as exc:
             metrics.EMBEDDING_ERRORS.labels(self.backend, exc.reason).inc()
             raise
@@ -154,7 +176,7 @@ class HttpEmbedder:
         metrics.EMBEDDING_TEXTS.labels(self.backend, self.model_name).inc(len(batch))
         return vectors
 
-    def _parse(self, response: httpx.Response, expected: int) -> list[list[float]]:
+    def _parse(self, response: _Answered, expected: int) -> list[list[float]]:
         vectors, model = _checked_fast(response.content, expected) or self._checked(response, expected)
         sizes = {len(vector) for vector in vectors}
         if len(sizes) != 1:
@@ -167,17 +189,17 @@ class HttpEmbedder:
             self._served_model = model
         return vectors
 
-    def _malformed(self, response: httpx.Response, why: str) -> base.EmbeddingError:
+    def _malformed(self, response: _Answered, why: str) -> base.EmbeddingError:
         return base.EmbeddingError(
-            f"malformed answer from {self.url}: {why}", status=response.status_code, reason="malformed"
+            f"malformed answer from {self.url}: {why}", status=response.status, reason="malformed"
         )
 
-    def _checked(self, response: httpx.Response, expected: int) -> tuple[list[list[float]], str | None]:
+    def _checked(self, response: _Answered, expected: int) -> tuple[list[list[float]], str | None]:
         """The vectors and the served model of an answer `_checked_fast` doubts, checked in Python so
         that a refusal says what is wrong."""
         try:
-            payload = response.json()
-        except ValueError as exc:
+            payload = json.loads(response.content)
+        except ValueError as exc:  # UnicodeDecodeError included
             raise self._malformed(response, f"not JSON ({response.text[:80]!r})") from exc
         data = payload.get("data") if isinstance(payload, dict) else None
         if not isinstance(data, list) or len(data) != expected:
@@ -230,14 +252,27 @@ def _checked_fast(content: bytes, expected: int) -> tuple[list[list[float]], str
     return [base.l2_normalise(item.embedding) for item in items], answer.model
 
 
-def _status_error(url: str, response: httpx.Response) -> base.EmbeddingError:
-    status = response.status_code
+@dataclass(frozen=True)
+class _Answered:
+    """What the server answered: read whole before the connection goes back to the pool."""
+
+    status: int
+    content: bytes
+    retry_after: str | None
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+
+def _status_error(url: str, response: _Answered) -> base.EmbeddingError:
+    status = response.status
     retryable = status in _RETRYABLE_STATUS or status >= 500
     detail = response.text[:200].strip()
     return base.EmbeddingError(
         f"embedding server at {url} answered {status}: {detail}",
         status=status,
         retryable=retryable,
-        retry_after_s=parse_retry_after(response.headers.get("retry-after")),
+        retry_after_s=parse_retry_after(response.retry_after),
         reason=str(status) if status in _RETRYABLE_STATUS else f"{status // 100}xx",
     )
