@@ -46,6 +46,8 @@ Each conversation is judged twice: after its first 30 turns (the short chat) and
 (c) retention: the same inlet answer as the final context (the question's own text left out) against
     plain truncation of what Open WebUI would send (system messages, the question, then the newest
     messages that fit) to the same token count. Goal on the long chats: ECHO at least 1.5x truncation.
+    "ceiling" is the most any context could reach, every answer kept over truncation's share
+    (100% / trunc); a goal beyond it is reported "NOT MET (ceiling N.NNx)".
     "compression only" scores the answer without its memories block, truncation at that size.
 
     .venv/bin/python bench/quality.py [--quick] [--data DIR] [--conversations 26,30,44] [--every 5]
@@ -656,23 +658,29 @@ def report(points: Sequence[Point], lengths: Mapping[str, int], args: argparse.N
     )
     header = (
         f"{'conv':<5} {'chat':<11} {'QA':>4} {'full tok':>8} {'final tok':>9} {'ECHO':>5} {'trunc':>5} "
-        f"{'ratio':>6} {'compr. only':>11} {'trunc':>5}  goal (long): ECHO >= {RETENTION_GOAL}x trunc"
+        f"{'ratio':>6} {'ceiling':>7} {'compr. only':>11} {'trunc':>5}  "
+        f"goal (long): ECHO >= {RETENTION_GOAL}x trunc"
     )
     print(header)
     print("-" * len(header))
     for point in points:
         long_chat = point.turns == lengths[point.name] and point.turns > SHORT_TURNS
         ratio = _ratio(point.echo_kept, point.truncation_kept)
+        # The most any context can reach: every answer kept (100%) over truncation's share.
+        ceiling = _ratio(point.questions, point.truncation_kept)
         met = ratio >= RETENTION_GOAL if long_chat and point.questions else None
         verdicts.append(met)
+        verdict = _verdict(met)
+        if met is False and ceiling < RETENTION_GOAL:
+            verdict += f" (ceiling {ceiling:.2f}x)"
         full = statistics.fmean(point.full_tokens) if point.full_tokens else 0.0
         final = statistics.fmean(point.final_tokens) if point.final_tokens else 0.0
         print(
             f"{point.name:<5} {_chat(point, lengths):<11} {point.questions:4} {full:8,.0f} {final:9,.0f} "
             f"{_share(point.echo_kept, point.questions):>5} "
             f"{_share(point.truncation_kept, point.questions):>5} "
-            f"{ratio:5.2f}x {_share(point.compression_kept, point.questions):>11} "
-            f"{_share(point.compression_truncation_kept, point.questions):>5}  {_verdict(met)}"
+            f"{ratio:5.2f}x {ceiling:6.2f}x {_share(point.compression_kept, point.questions):>11} "
+            f"{_share(point.compression_truncation_kept, point.questions):>5}  {verdict}"
         )
     return False not in verdicts
 
