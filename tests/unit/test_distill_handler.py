@@ -2,8 +2,8 @@
 store port's other adapter): the embedder or the vector store down (retried, nothing written: the
 decision's transaction is undone), a dimension change (permanent), a duplicate delivery (one
 memory), windows with nothing to read, a job whose user was forgotten, a point without its row, a
-worker that died between the two writes, store errors retried or not as they say, and a malformed
-payload.
+worker that died between the two writes, store errors retried or not as they say, a malformed
+payload, and an offline merge that could not hold both facts (the new one is inserted).
 `tests/integration/test_memory_faults.py` runs the handler on PostgreSQL."""
 
 from __future__ import annotations
@@ -88,6 +88,18 @@ class Tenant:
 @pytest.fixture
 def tenant() -> Tenant:
     return Tenant()
+
+
+class TopicEmbedder(FakeEmbedder):
+    """Every text about Tom's violin on one axis, the teacher's name tilting it: cosine 0.89 between a
+    fact that names Mrs Laurent and one that does not (a merge, under the exact-match threshold)."""
+
+    async def embed(self, texts: Any) -> list[list[float]]:
+        return [[1.0, 0.5 if "Laurent" in text else 0.0, *[0.0] * 14] for text in texts]
+
+
+def _window(*said: str) -> list[dict[str, Any]]:
+    return [message for text in said for message in ({"role": "user", "content": text},)]
 
 
 async def test_a_window_becomes_a_memory_and_its_point(tenant: Tenant) -> None:
@@ -275,3 +287,34 @@ def test_a_malformed_payload_is_a_permanent_error_naming_the_field(
 ) -> None:
     with pytest.raises(errors.PermanentJobError, match=field):
         payloads.DistillPayload.decode(payload).check_chain()  # the worker, then the handler
+
+
+async def test_offline_a_similar_fact_that_fits_is_merged_into_the_memory(tenant: Tenant) -> None:
+    vectors, embedder = InMemoryVectorStore(dimension=16), TopicEmbedder(dimension=16)
+    await tenant.handler(embedder, vectors)(
+        await tenant.enqueue(_window("My son Tom starts violin lessons at the Lyon conservatory on Monday."))
+    )
+    await tenant.handler(embedder, vectors)(
+        await tenant.enqueue(
+            _window("My son Tom's violin teacher is Mrs Laurent from the Lyon conservatory.")
+        )
+    )
+    [row] = await tenant.memories.list("u1")
+    assert row.memory.version == 2
+    assert "Monday" in row.memory.summary
+    assert "Laurent" in row.memory.summary
+
+
+async def test_offline_a_similar_fact_that_would_push_the_old_one_out_is_a_memory_of_its_own(
+    tenant: Tenant,
+) -> None:
+    vectors, embedder = InMemoryVectorStore(dimension=16), TopicEmbedder(dimension=16)
+    old = "Tom starts violin lessons at the Lyon conservatory next Monday, with the beginners' group " * 2
+    new = "Tom's teacher is Mrs Laurent, who gives the lessons on Mondays at five in room twelve " * 2
+    await tenant.handler(embedder, vectors)(await tenant.enqueue(_window(old.strip())))
+    await tenant.handler(embedder, vectors)(await tenant.enqueue(_window(new.strip())))
+    rows = await tenant.memories.list("u1")
+    assert len(rows) == 2
+    assert all(row.memory.version == 1 for row in rows)  # neither was cut to make room
+    assert any("conservatory" in row.memory.summary for row in rows)
+    assert any("Laurent" in row.memory.summary for row in rows)

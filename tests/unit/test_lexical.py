@@ -87,6 +87,13 @@ def test_select_keeps_the_best_lexical_match_below_the_floor() -> None:
     assert lexical.candidate_depth(20) == 60
 
 
+def test_select_orders_equal_lexical_scores_by_their_cosine() -> None:
+    for near_id, far_id in (("a", "z"), ("z", "a")):
+        cosine = {near_id: 0.8, far_id: 0.3}
+        chosen = lexical.select([], [(far_id, 2.0), (near_id, 2.0)], cosine, limit=2, min_score=None)
+        assert [c.id for c in chosen] == [near_id, far_id]
+
+
 @given(st.text(max_size=200))
 def test_any_text_gives_a_valid_sparse_vector(text: str) -> None:
     doc = lexical.document_terms(text)

@@ -235,6 +235,19 @@ def test_recall_fuses_the_lexical_order_of_a_hybrid_search_with_the_score_order(
     assert "below" not in {c.id for c in recall.rank([*generic, below], min_similarity=0.2, now=now)}
 
 
+def test_equal_lexical_scores_go_by_the_score_order_not_by_id() -> None:
+    """A name nearly every memory carries ties them all on the lexical side: among them the closer
+    memory leads, whatever the ids (which hold a user id, so differ from user to user)."""
+    now = 1_800_000_000.0
+    for near, mid, far in (("c", "b", "a"), ("a", "b", "c"), ("b", "c", "a")):
+        tied = [
+            recall.Candidate(far, "Caroline: went hiking", 0.40, 3, now, lexical=2.0),
+            recall.Candidate(mid, "Caroline: paints", 0.55, 3, now, lexical=2.0),
+            recall.Candidate(near, "Caroline: is single", 0.70, 3, now, lexical=2.0),
+        ]
+        assert [c.id for c in recall.rank(tied, min_similarity=0.2, now=now)] == [near, mid, far]
+
+
 def test_recall_fits_the_budget_and_skips_a_memory_too_long_for_what_is_left() -> None:
     long = recall.Candidate("long", "word " * 2000, 0.9, 3, time.time())
     short = [recall.Candidate(f"s{i}", f"short memory {i}", 0.8, 3, time.time()) for i in range(10)]

@@ -165,10 +165,13 @@ def select(
     min_score: float | None,
 ) -> list[Fused]:
     """The hits of a hybrid search, best first: the ``dense`` candidates ((id, cosine), each at least
-    ``min_score``) and the ``lexical`` ones ((id, score)) ranked by score, then by id, and fused; then
-    every candidate whose ``cosine`` is below ``min_score`` dropped but the lexical side's best; then
-    ``limit`` kept."""
-    lexical_ranking = _ranked(lexical)
+    ``min_score``) and the ``lexical`` ones ((id, score)) ranked by score, then by cosine, then by id,
+    and fused; then every candidate whose ``cosine`` is below ``min_score`` dropped but the lexical
+    side's best; then ``limit`` kept."""
+    # Equal lexical scores go by their cosine (then id): the closer in meaning first.
+    lexical_ranking = [
+        item for item, _ in sorted(lexical, key=lambda pair: (-pair[1], -cosine.get(pair[0], 0.0), pair[0]))
+    ]
     lexical_scores = dict(lexical)
     top = lexical_ranking[0] if lexical_ranking else None
     kept = [

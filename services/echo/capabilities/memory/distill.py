@@ -252,8 +252,16 @@ class DistillHandler:
         result: llm.LLMResult | None,
     ) -> str | None:
         """One fact of the window, by the seed's policy: touch, merge or insert (None: done already)."""
+
+        def mergeable(old: str) -> bool:
+            # Offline, a merge that cannot hold both facts would push the old one out of recall (it
+            # stays only in the history): the new fact is then a memory of its own. A model condenses.
+            return model.provider_name != "offline" or merging.offline_merge_fits(old, distilled.summary)
+
         for _ in range(_MAX_MERGE_ROUNDS):
-            decided = await self._decide_or_write(job, spec, record, distilled, vector, vectors, result)
+            decided = await self._decide_or_write(
+                job, spec, record, distilled, vector, vectors, result, mergeable
+            )
             if decided is None or isinstance(decided, str):
                 return decided
             target, expected = decided
@@ -340,10 +348,12 @@ class DistillHandler:
         vector: list[float],
         vectors: vectors_base.VectorStore,
         result: llm.LLMResult | None,
+        mergeable: Callable[[str], bool],
     ) -> str | tuple[records.Memory, int] | None:
         """Under the user's lock: touch or insert and return the outcome, or return the memory to
-        merge into and its version (the merge happens outside the lock); None when there is nothing
-        to do (the user was forgotten, or another delivery of the window did it)."""
+        merge into and its version (the merge happens outside the lock; a memory that `mergeable`
+        refuses is not merged into: the new fact is inserted); None when there is nothing to do (the
+        user was forgotten, or another delivery of the window did it)."""
         async with self.transactions.transaction() as connection:
             await self.memories.user_lock(connection, spec.user_id)
             if not await self.memories.job_alive(connection, job.id):
@@ -364,6 +374,9 @@ class DistillHandler:
                     await self._vectors(
                         vectors.delete(vectors_base.Kind.MEMORY, [decision.target], user_id=spec.user_id)
                     )
+                    decision = collisions.Decision(collisions.Action.INSERT, None, decision.score)
+                elif decision.action is collisions.Action.MERGE and not mergeable(row.memory.summary):
+                    log.info("merge_would_drop", memory=row.memory.id, window=spec.key[:12], kept="both")
                     decision = collisions.Decision(collisions.Action.INSERT, None, decision.score)
                 elif decision.action is collisions.Action.MERGE:
                     return row.memory, row.memory.version

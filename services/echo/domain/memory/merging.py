@@ -7,7 +7,9 @@ history and the earlier version stays in the memory's history too — within the
 fact, not a growing narrative. Without a model the offline merge keeps every sentence of the old
 memory and adds the new memory's sentences that are not already there (near-duplicates by word
 overlap); over the size, the old memory's sentences go first, oldest first, then the new text is
-cut (the replaced version stays in the memory's history).
+cut (the replaced version stays in the memory's history). The distiller merges offline only where the
+two fit together (`offline_merge_fits`); a new fact that would push the old one out is kept as a
+memory of its own, so no fact leaves recall for want of room.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from echo.domain import tokens
 from echo.domain.memory import distillation
 
-__all__ = ["MERGE_SCHEMA", "merge_prompt", "offline_merge", "parse_merge"]
+__all__ = ["MERGE_SCHEMA", "merge_prompt", "offline_merge", "offline_merge_fits", "parse_merge"]
 
 MERGE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -76,9 +78,8 @@ def _known(sentence: str, kept: list[set[str]]) -> bool:
     return any(len(words & other) >= _DUPLICATE_OVERLAP * len(words) for other in kept)
 
 
-def offline_merge(old: str, new: str, max_tokens: int = distillation.MAX_MEMORY_TOKENS) -> str:
-    """The sentences of ``old``, then those of ``new`` it does not already hold, within
-    ``max_tokens`` (the old ones go first, oldest first; a new text still too long is cut)."""
+def _union(old: str, new: str) -> tuple[list[str], int]:
+    """The sentences of ``old``, then those of ``new`` it does not already hold; how many are new."""
     merged = _sentences(old)
     kept = [_words(s) for s in merged]
     added = 0
@@ -87,6 +88,19 @@ def offline_merge(old: str, new: str, max_tokens: int = distillation.MAX_MEMORY_
             merged.append(sentence)
             kept.append(_words(sentence))
             added += 1
+    return merged, added
+
+
+def offline_merge_fits(old: str, new: str, max_tokens: int = distillation.MAX_MEMORY_TOKENS) -> bool:
+    """Whether ``offline_merge`` keeps every sentence of both: their union fits in one memory."""
+    merged, _ = _union(old, new)
+    return tokens.estimate_tokens(" ".join(merged)) <= max_tokens
+
+
+def offline_merge(old: str, new: str, max_tokens: int = distillation.MAX_MEMORY_TOKENS) -> str:
+    """The sentences of ``old``, then those of ``new`` it does not already hold, within
+    ``max_tokens`` (the old ones go first, oldest first; a new text still too long is cut)."""
+    merged, added = _union(old, new)
     olds = len(merged) - added
     while olds > 0 and added and tokens.estimate_tokens(" ".join(merged)) > max_tokens:
         merged.pop(0)

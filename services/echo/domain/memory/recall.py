@@ -161,11 +161,17 @@ def rank(
     candidates: Sequence[Candidate], *, min_similarity: float, now: float | None = None
 ) -> list[Candidate]:
     """Candidates at or above ``min_similarity``, best first: by ``rank_score``, fused (reciprocal rank
-    fusion, ``lexical.fuse``) with the order of their lexical scores when some have one."""
+    fusion, ``lexical.fuse``) with the order of their lexical scores when some have one (equal
+    lexical scores in ``rank_score`` order)."""
     at = time.time() if now is None else now
     kept = [c for c in candidates if c.similarity >= min_similarity]
     scored = sorted(kept, key=lambda c: (-c.rank_score(at), c.id))
-    matched = sorted((c for c in kept if c.lexical is not None), key=lambda c: (-(c.lexical or 0.0), c.id))
+    # Equal lexical scores (a name most memories carry, function words) say nothing between them: the
+    # better one by `rank_score` goes first, not the one whose id sorts first.
+    matched = sorted(
+        (c for c in kept if c.lexical is not None),
+        key=lambda c: (-(c.lexical or 0.0), -c.rank_score(at), c.id),
+    )
     if not matched:
         return scored
     by_id = {c.id: c for c in kept}
