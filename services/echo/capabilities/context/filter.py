@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -196,20 +196,23 @@ class ContextFilter:
         store = self._backends().store
         user_id, chat_id = ctx.ids.user_id, ctx.ids.chat_id
         if store is not None and user_id and chat_id:
-            try:  # both reads at once: the turn waits for one round trip, not three
-                async with asyncio.TaskGroup() as reads:
-                    attached = reads.create_task(store.attachments.of_chat(user_id, chat_id))
-                    snapshot = reads.create_task(store.registries.snapshot(user_id, chat_id))
-            except* store_port.StoreError as failed:
-                log.warning(
-                    "aec_registries_failed",
-                    chat_id=chat_id,
-                    error=str(failed.exceptions[0]),
-                    returned="block without",
-                )
+            # Both reads at once: the turn waits for one round trip, not three. Each ends (its error
+            # returned, not raised) before the block goes on: no read is left running.
+            attached, snapshot = await asyncio.gather(
+                store.attachments.of_chat(user_id, chat_id),
+                store.registries.snapshot(user_id, chat_id),
+                return_exceptions=True,
+            )
+            if not isinstance(attached, BaseException) and not isinstance(snapshot, BaseException):
+                files = [_file_entry(a) for a in attached]
+                plans, codex = snapshot
             else:
-                files = [_file_entry(a) for a in attached.result()]
-                plans, codex = snapshot.result()
+                error = cast(BaseException, attached if isinstance(attached, BaseException) else snapshot)
+                if not isinstance(error, store_port.StoreError):
+                    raise error
+                log.warning(
+                    "aec_registries_failed", chat_id=chat_id, error=str(error), returned="block without"
+                )
         metadata = body.get("metadata")
         environment = aec.environment_from_request(
             ctx.user,
